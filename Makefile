@@ -1,0 +1,37 @@
+# Trainyard. `make run` starts everything; `make test` is what CI runs.
+SHELL := /bin/bash
+export GOTOOLCHAIN := local
+GO ?= go
+BIN := bin/trainyard
+DATA ?= .trainyard
+CACHE := $(CURDIR)/.cache
+
+.PHONY: all build run test bench openapi lint
+
+# Fragments add targets and prerequisites (TEST_DEPS, BENCH_DEPS); included
+# before the rules below so their prerequisite lists are complete.
+include $(wildcard mk/*.mk)
+
+all: build
+
+build:
+	$(GO) build -trimpath -o $(BIN) ./cmd/trainyard
+
+run: build
+	./$(BIN) dev --data-dir $(DATA)
+
+# The one test command (README, .ci/run). Fragments in mk/ add prerequisites
+# through TEST_DEPS (e.g. compiled plugins, the OPA CLI).
+test: $(TEST_DEPS)
+	$(GO) vet ./...
+	$(GO) test -race -timeout 60m ./...
+
+bench: $(BENCH_DEPS)
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
+
+openapi:
+	$(GO) run ./cmd/trainyard openapi > openapi.yaml
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
