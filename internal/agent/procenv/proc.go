@@ -1,0 +1,131 @@
+package procenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// Command is one job process.
+type Command struct {
+	Path   string
+	Args   []string // argv after the program name
+	Env    []string // from Build; used as is (nothing inherited)
+	Dir    string
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// Process is a started command leading its own process group, so the job's
+// children (data loaders, torch workers) are stopped with it.
+type Process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// Start starts c in a new process group.
+func Start(c Command) (*Process, error) {
+	if c.Env == nil {
+		// exec.Cmd treats nil as "inherit everything": exactly what this
+		// package exists to prevent.
+		c.Env = []string{}
+	}
+	cmd := exec.Command(c.Path, c.Args...)
+	cmd.Env, cmd.Dir = c.Env, c.Dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", c.Path, err)
+	}
+	p := &Process{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Pid is the process (and process group) id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed when the leader has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait waits for the leader to exit and returns its error (*exec.ExitError
+// for a non-zero exit or a signal).
+func (p *Process) Wait() error {
+	<-p.done
+	return p.err
+}
+
+// Stop sends SIGTERM to the whole group, waits up to grace for every member
+// to exit, then SIGKILLs what is left. It returns once the group is gone
+// (or after the kill when members linger as unreaped zombies) and is safe to
+// call more than once or after the process exited by itself.
+func (p *Process) Stop(grace time.Duration) error {
+	pgid := p.Pid()
+	if err := signalGroup(pgid, syscall.SIGTERM); err != nil {
+		return err
+	}
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-deadline.C:
+			if err := signalGroup(pgid, syscall.SIGKILL); err != nil {
+				return err
+			}
+			<-p.done
+			return nil
+		case <-tick.C:
+			// The leader is reaped by Wait; once it is, an empty group
+			// means every child has gone too.
+			select {
+			case <-p.done:
+				if !GroupAlive(pgid) {
+					return nil
+				}
+			default:
+			}
+		}
+	}
+}
+
+// Run starts c and waits for it; cancelling ctx stops the group with grace.
+func Run(ctx context.Context, c Command, grace time.Duration) error {
+	p, err := Start(c)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		if err := p.Stop(grace); err != nil {
+			return fmt.Errorf("stop %s: %w", c.Path, err)
+		}
+		return fmt.Errorf("%s: %w", c.Path, ctx.Err())
+	}
+}
+
+// GroupAlive reports whether any process is left in process group pgid.
+func GroupAlive(pgid int) bool {
+	err := syscall.Kill(-pgid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+func signalGroup(pgid int, sig syscall.Signal) error {
+	err := syscall.Kill(-pgid, sig)
+	if err == nil || errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return fmt.Errorf("signal process group %d with %v: %w", pgid, sig, err)
+}
