@@ -1,0 +1,161 @@
+package plugins
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/trainyard/trainyard/internal/envs"
+)
+
+// VecEnv is an env plugin instance batch seen as an envs.VecEnv. It holds
+// one sandboxed instance whose step_batch steps all N environments per call.
+// Buffers live in guest memory; the host copies actions in and results out
+// in bulk. Not safe for concurrent use (like any VecEnv).
+//
+// If a call fails (deadline, trap, out of memory, fault) the instance is
+// discarded; the error names the plugin and call, and the next Reset starts
+// on a fresh instance.
+type VecEnv struct {
+	m      *Module
+	ctx    context.Context
+	in     *instance
+	n      int
+	seed   uint64
+	spec   envs.Spec
+	od, ad int
+
+	actions, obs, rewards, term, trunc, finalObs uint32
+	closed                                       bool
+}
+
+var _ envs.VecEnv = (*VecEnv)(nil)
+
+// NewVecEnv instantiates (or takes from the pool) an instance and inits it
+// with n environments. ctx bounds every later call (checked between calls;
+// each call has the module's CallTimeout).
+func (m *Module) NewVecEnv(ctx context.Context, n int, seed uint64) (*VecEnv, error) {
+	if m.meta.Kind != KindEnv {
+		return nil, fmt.Errorf("plugin %s: NewVecEnv: kind is %q, not env", m.label, m.meta.Kind)
+	}
+	if n < 1 || n > m.limits.MaxEnvs {
+		return nil, fmt.Errorf("plugin %s: NewVecEnv: n = %d outside [1,%d]", m.label, n, m.limits.MaxEnvs)
+	}
+	v := &VecEnv{m: m, ctx: ctx, n: n, seed: seed, spec: m.meta.Spec(), od: m.meta.Observation.Dim(), ad: m.meta.Action.Dim()}
+	if err := v.start(); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// start acquires an instance, inits it and allocates the batch buffers.
+func (v *VecEnv) start() error {
+	in, err := v.m.acquire(v.ctx)
+	if err != nil {
+		return err
+	}
+	in.stack[0], in.stack[1] = uint64(v.n), v.seed
+	if err := in.callStatus(v.ctx, fnInit, 2, v.m.limits.InitTimeout); err != nil {
+		v.m.release(in)
+		return err
+	}
+	n, od, ad := v.n, v.od, v.ad
+	sizes := []int{4 * n * ad, 4 * n * od, 4 * n, n, n, 4 * n * od}
+	ptrs := []*uint32{&v.actions, &v.obs, &v.rewards, &v.term, &v.trunc, &v.finalObs}
+	for i, size := range sizes {
+		p, err := in.alloc(v.ctx, size)
+		if err != nil {
+			v.m.release(in)
+			return err
+		}
+		*ptrs[i] = p
+	}
+	v.in = in
+	return nil
+}
+
+// drop discards a failed instance.
+func (v *VecEnv) drop() {
+	if v.in != nil {
+		v.m.release(v.in)
+		v.in = nil
+	}
+}
+
+func (v *VecEnv) Spec() envs.Spec { return v.spec }
+func (v *VecEnv) NumEnvs() int    { return v.n }
+
+// Reset seeds environment i with seed+i and writes first observations.
+func (v *VecEnv) Reset(seed uint64, obs []float32) error {
+	if v.closed {
+		return fmt.Errorf("plugin %s: reset: env %w", v.m.label, ErrClosed)
+	}
+	if len(obs) != v.n*v.od {
+		return fmt.Errorf("plugin %s: reset: obs has %d values, want %d", v.m.label, len(obs), v.n*v.od)
+	}
+	if v.in == nil {
+		if err := v.start(); err != nil {
+			return err
+		}
+	}
+	in := v.in
+	in.stack[0], in.stack[1] = seed, uint64(v.obs)
+	if err := in.callStatus(v.ctx, fnReset, 2, v.m.limits.CallTimeout); err != nil {
+		if in.broken {
+			v.drop()
+		}
+		return err
+	}
+	copy(obs, in.f32At(v.obs, v.n*v.od))
+	return nil
+}
+
+// Step steps all environments; see envs.VecEnv.
+func (v *VecEnv) Step(actions, obs, rewards []float32, terminated, truncated []bool, finalObs []float32) error {
+	if v.closed {
+		return fmt.Errorf("plugin %s: step_batch: env %w", v.m.label, ErrClosed)
+	}
+	if v.in == nil {
+		return fmt.Errorf("plugin %s: step_batch: the instance was discarded after a failure; call Reset", v.m.label)
+	}
+	n := v.n
+	if len(actions) != n*v.ad || len(obs) != n*v.od || len(rewards) != n || len(terminated) != n || len(truncated) != n || len(finalObs) != n*v.od {
+		return fmt.Errorf("plugin %s: step_batch: buffer sizes (%d,%d,%d,%d,%d,%d) do not match n=%d obs_dim=%d act_dim=%d",
+			v.m.label, len(actions), len(obs), len(rewards), len(terminated), len(truncated), len(finalObs), n, v.od, v.ad)
+	}
+	in := v.in
+	copy(in.f32At(v.actions, n*v.ad), actions)
+	s := &in.stack
+	s[0], s[1], s[2], s[3], s[4], s[5], s[6] = uint64(n), uint64(v.actions), uint64(v.obs), uint64(v.rewards), uint64(v.term), uint64(v.trunc), uint64(v.finalObs)
+	if err := in.callStatus(v.ctx, fnStepBatch, 7, v.m.limits.CallTimeout); err != nil {
+		if in.broken {
+			v.drop()
+		}
+		return err
+	}
+	// Views are re-taken after the call: the guest may have grown memory.
+	copy(obs, in.f32At(v.obs, n*v.od))
+	copy(rewards, in.f32At(v.rewards, n))
+	for i, b := range in.bytesAt(v.term, n) {
+		terminated[i] = b != 0
+	}
+	for i, b := range in.bytesAt(v.trunc, n) {
+		truncated[i] = b != 0
+	}
+	fo := in.f32At(v.finalObs, n*v.od)
+	for i := 0; i < n; i++ {
+		if terminated[i] || truncated[i] {
+			copy(finalObs[i*v.od:(i+1)*v.od], fo[i*v.od:(i+1)*v.od])
+		}
+	}
+	return nil
+}
+
+// Close returns the instance to the module's pool.
+func (v *VecEnv) Close() error {
+	if v.closed {
+		return nil
+	}
+	v.closed = true
+	v.drop()
+	return nil
+}

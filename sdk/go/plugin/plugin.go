@@ -1,0 +1,262 @@
+// Package plugin is the Go guest SDK for Trainyard's WASM plugin ABI v1
+// (docs/plugin-abi.md). A plugin's main package registers exactly one
+// environment, reward function or game from an init function; the SDK owns
+// the exports, the buffers and the batching:
+//
+//	func init() { plugin.RegisterEnv(meta, func() plugin.Env { return &myEnv{} }) }
+//	func main() {}
+//
+// Build with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared.
+//
+// The batching logic lives in platform-independent files so it is unit-tested
+// natively; only the export glue (abi_wasip1.go) is wasm-specific.
+package plugin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// ABIVersion is the plugin ABI this SDK implements.
+const ABIVersion = 1
+
+// Status codes every ABI call returns.
+const (
+	StatusOK       = 0 // success
+	StatusBadInput = 1 // the call's arguments were rejected; the instance is intact
+	StatusFault    = 2 // the plugin failed (panic); the host discards the instance
+)
+
+// Kind of plugin.
+const (
+	KindEnv    = "env"
+	KindReward = "reward"
+	KindGame   = "game"
+)
+
+// Space mirrors the host's envs.Space JSON shape.
+type Space struct {
+	Kind  string    `json:"kind"` // "box", "discrete", "multi_discrete"
+	Shape []int     `json:"shape,omitempty"`
+	Low   []float32 `json:"low,omitempty"`
+	High  []float32 `json:"high,omitempty"`
+	N     int       `json:"n,omitempty"`
+	Nvec  []int     `json:"nvec,omitempty"`
+}
+
+// Dim is the number of float32 values one element of the space occupies.
+func (s Space) Dim() int {
+	switch s.Kind {
+	case "discrete":
+		return 1
+	case "multi_discrete":
+		return len(s.Nvec)
+	case "":
+		return 0
+	default:
+		d := 1
+		for _, x := range s.Shape {
+			d *= x
+		}
+		return d
+	}
+}
+
+// Metadata is what the plugin's metadata export returns as JSON.
+type Metadata struct {
+	Name            string `json:"name"`
+	Version         string `json:"version"`
+	Kind            string `json:"kind"`
+	Description     string `json:"description,omitempty"`
+	Observation     Space  `json:"observation_space"`
+	Action          Space  `json:"action_space"`
+	NumPlayers      int    `json:"num_players,omitempty"`
+	MaxEpisodeSteps int    `json:"max_episode_steps,omitempty"`
+	StateBytes      int    `json:"state_bytes,omitempty"` // games: upper bound of a saved state
+}
+
+// Env is one environment instance, stepped by the SDK's batch loop.
+type Env interface {
+	// Seed reseeds the instance's random source.
+	Seed(seed uint64)
+	// Reset starts an episode drawing from the instance's random source and
+	// writes the first observation.
+	Reset(obs []float32)
+	// Step applies one action and writes the next observation.
+	Step(action, obs []float32) (reward float32, terminated, truncated bool)
+}
+
+// VecEnv lets a plugin own batching itself (e.g. to run a native vector
+// environment unchanged). Semantics are those of the host's envs.VecEnv.
+type VecEnv interface {
+	Reset(seed uint64, obs []float32) error
+	Step(actions, obs, rewards []float32, terminated, truncated []bool, finalObs []float32) error
+}
+
+// RewardFunc shapes one transition's reward. obs, action and nextObs have the
+// dimensions of the environment the reward is composed with.
+type RewardFunc func(obs, action, nextObs []float32, envReward float32) float32
+
+// Game is one game instance for self-play and tree search.
+type Game interface {
+	// Reset starts a new game from seed.
+	Reset(seed uint64)
+	// ToMove appends the players whose move it is (empty when terminal).
+	ToMove(players []int32) []int32
+	// Legal marks legal actions for player in mask (len = action space n).
+	Legal(player int, mask []bool)
+	// Apply plays action for player; an illegal action is an error.
+	Apply(player, action int) error
+	// Outcome reports whether the game is over and writes per-player returns.
+	Outcome(returns []float32) (terminal bool)
+	// Save appends the complete game state to buf.
+	Save(buf []byte) []byte
+	// Restore replaces the game state with one produced by Save.
+	Restore(state []byte) error
+	// Observe writes player's observation.
+	Observe(player int, obs []float32)
+}
+
+// registered is the one plugin this module implements.
+var registered struct {
+	meta     Metadata
+	metaJSON []byte
+	newEnv   func() Env
+	newVec   func(n int) (VecEnv, error)
+	reward   RewardFunc
+	newGame  func() Game
+}
+
+func register(meta Metadata, kind string) {
+	if registered.meta.Kind != "" {
+		panic("plugin: more than one plugin registered in one module")
+	}
+	meta.Kind = kind
+	b, err := json.Marshal(struct {
+		ABIVersion int `json:"abi_version"`
+		Metadata
+	}{ABIVersion, meta})
+	if err != nil {
+		panic(fmt.Sprintf("plugin: encode metadata: %v", err))
+	}
+	registered.meta, registered.metaJSON = meta, b
+}
+
+// RegisterEnv registers an environment built from single instances; the SDK
+// batches them, seeds instance i with seed+i, auto-resets finished ones and
+// truncates at meta.MaxEpisodeSteps (when > 0).
+func RegisterEnv(meta Metadata, newEnv func() Env) {
+	register(meta, KindEnv)
+	registered.newEnv = newEnv
+}
+
+// RegisterVecEnv registers an environment that batches itself.
+func RegisterVecEnv(meta Metadata, newVec func(n int) (VecEnv, error)) {
+	register(meta, KindEnv)
+	registered.newVec = newVec
+}
+
+// RegisterReward registers a reward-shaping function.
+func RegisterReward(meta Metadata, fn RewardFunc) {
+	register(meta, KindReward)
+	registered.reward = fn
+}
+
+// RegisterGame registers a game.
+func RegisterGame(meta Metadata, newGame func() Game) {
+	register(meta, KindGame)
+	registered.newGame = newGame
+}
+
+// errBadInput marks errors caused by the host's arguments.
+var errBadInput = errors.New("bad input")
+
+func badInput(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errBadInput, fmt.Sprintf(format, args...))
+}
+
+// envBatch adapts single Envs to the batch ABI.
+type envBatch struct {
+	envs  []Env
+	steps []int
+	limit int
+	od    int
+	ad    int
+}
+
+func newEnvBatch(n int, meta Metadata, newEnv func() Env) *envBatch {
+	b := &envBatch{envs: make([]Env, n), steps: make([]int, n), limit: meta.MaxEpisodeSteps,
+		od: meta.Observation.Dim(), ad: meta.Action.Dim()}
+	for i := range b.envs {
+		b.envs[i] = newEnv()
+	}
+	return b
+}
+
+func (b *envBatch) Reset(seed uint64, obs []float32) error {
+	if len(obs) != len(b.envs)*b.od {
+		return badInput("reset: obs has %d values, want %d", len(obs), len(b.envs)*b.od)
+	}
+	for i, e := range b.envs {
+		e.Seed(seed + uint64(i))
+		e.Reset(obs[i*b.od : (i+1)*b.od])
+		b.steps[i] = 0
+	}
+	return nil
+}
+
+func (b *envBatch) Step(actions, obs, rewards []float32, terminated, truncated []bool, finalObs []float32) error {
+	od, ad := b.od, b.ad
+	for i, e := range b.envs {
+		o := obs[i*od : (i+1)*od]
+		r, term, trunc := e.Step(actions[i*ad:(i+1)*ad], o)
+		b.steps[i]++
+		if b.limit > 0 && b.steps[i] >= b.limit && !term {
+			trunc = true
+		}
+		rewards[i], terminated[i], truncated[i] = r, term, trunc
+		if term || trunc {
+			copy(finalObs[i*od:(i+1)*od], o)
+			e.Reset(o)
+			b.steps[i] = 0
+		}
+	}
+	return nil
+}
+
+// checkActions rejects actions outside the declared action space: NaN for
+// Box, non-integral or out-of-range for Discrete/MultiDiscrete. Bounds of a
+// Box are not enforced (Gymnasium clips inside the env where it matters).
+func checkActions(s Space, actions []float32) error {
+	switch s.Kind {
+	case "discrete":
+		for i, a := range actions {
+			if a != a || a < 0 || a >= float32(s.N) || a != float32(int(a)) {
+				return badInput("action %d = %v is not in Discrete(%d)", i, a, s.N)
+			}
+		}
+	case "multi_discrete":
+		d := len(s.Nvec)
+		for i, a := range actions {
+			n := s.Nvec[i%d]
+			if a != a || a < 0 || a >= float32(n) || a != float32(int(a)) {
+				return badInput("action %d = %v is not in [0,%d)", i, a, n)
+			}
+		}
+	default:
+		for i, a := range actions {
+			if a != a {
+				return badInput("action %d is NaN", i)
+			}
+		}
+	}
+	return nil
+}
+
+// rewardBatch applies fn over n transitions.
+func rewardBatch(fn RewardFunc, n, od, ad int, obs, act, next, envR, out []float32) {
+	for i := 0; i < n; i++ {
+		out[i] = fn(obs[i*od:(i+1)*od], act[i*ad:(i+1)*ad], next[i*od:(i+1)*od], envR[i])
+	}
+}
