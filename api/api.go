@@ -1,0 +1,128 @@
+// Package api is Trainyard's REST API: huma operations over net/http, every
+// error an RFC 9457 problem document, every route guarded by a bearer token
+// with a role. The OpenAPI document (openapi.yaml) falls out of the types.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.temporal.io/sdk/client"
+
+	"github.com/trainyard/trainyard/internal/auth"
+	"github.com/trainyard/trainyard/internal/objstore"
+)
+
+// Version is reported in the OpenAPI document.
+const Version = "0.1.0"
+
+// Deps are the services handlers use. All may be nil when the API is built
+// only to render its OpenAPI document.
+type Deps struct {
+	Temporal  client.Client
+	Namespace string
+	Tokens    *auth.Store
+	Store     *objstore.Store
+	Logger    *slog.Logger
+	// Ready lists the named checks /readyz runs; all must pass.
+	Ready map[string]func(context.Context) error
+}
+
+// Server holds the API's dependencies; its methods are the handlers.
+type Server struct {
+	d   Deps
+	API huma.API
+	mux *http.ServeMux
+}
+
+// New builds the API and registers every route.
+func New(d Deps) *Server {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	mux := http.NewServeMux()
+	cfg := huma.DefaultConfig("Trainyard API", Version)
+	cfg.Info.Description = "Train reinforcement-learning agents and self-play bots on messy clusters. " +
+		"Authenticate with `Authorization: Bearer <token>`; roles are viewer (read), operator (submit, cancel, upload) and admin (policies, clusters, tokens)."
+	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer", Description: "A Trainyard API token (ty_...)."},
+	}
+	s := &Server{d: d, mux: mux}
+	s.API = humago.New(mux, cfg)
+	s.API.UseMiddleware(s.authenticate)
+	s.registerSystem()
+	s.registerWorkflows()
+	s.registerTokens()
+	return s
+}
+
+// Handler is the HTTP entry point, with a server span per request.
+func (s *Server) Handler() http.Handler {
+	return otelhttp.NewHandler(s.mux, "trainyard-api", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+		return r.Method + " " + r.Pattern
+	}))
+}
+
+type ctxKey int
+
+const tokenKey ctxKey = 0
+
+// TokenFrom returns the authenticated token of a request.
+func TokenFrom(ctx context.Context) (auth.Token, bool) {
+	t, ok := ctx.Value(tokenKey).(auth.Token)
+	return t, ok
+}
+
+// op declares an operation that needs at least role (empty: public).
+func op(method, path, id, summary string, role auth.Role, tags ...string) huma.Operation {
+	o := huma.Operation{
+		OperationID: id,
+		Method:      method,
+		Path:        path,
+		Summary:     summary,
+		Tags:        tags,
+		Metadata:    map[string]any{"role": role},
+	}
+	if role != "" {
+		o.Security = []map[string][]string{{"bearer": {}}}
+		o.Description = "Requires role **" + string(role) + "** or higher."
+		o.Errors = []int{http.StatusUnauthorized, http.StatusForbidden}
+	}
+	return o
+}
+
+func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
+	need, _ := ctx.Operation().Metadata["role"].(auth.Role)
+	if need == "" {
+		next(ctx)
+		return
+	}
+	h := ctx.Header("Authorization")
+	secret, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || secret == "" {
+		ctx.SetHeader("WWW-Authenticate", `Bearer realm="trainyard"`)
+		_ = huma.WriteErr(s.API, ctx, http.StatusUnauthorized, "missing bearer token: send 'Authorization: Bearer <token>'")
+		return
+	}
+	if s.d.Tokens == nil {
+		_ = huma.WriteErr(s.API, ctx, http.StatusServiceUnavailable, "token store not configured")
+		return
+	}
+	tok, err := s.d.Tokens.Authenticate(strings.TrimSpace(secret))
+	if err != nil {
+		ctx.SetHeader("WWW-Authenticate", `Bearer realm="trainyard", error="invalid_token"`)
+		_ = huma.WriteErr(s.API, ctx, http.StatusUnauthorized, "invalid token: unknown or revoked")
+		return
+	}
+	if !tok.Role.Allows(need) {
+		_ = huma.WriteErr(s.API, ctx, http.StatusForbidden,
+			"role "+string(tok.Role)+" may not "+ctx.Operation().OperationID+": it needs role "+string(need))
+		return
+	}
+	next(huma.WithValue(ctx, tokenKey, tok))
+}

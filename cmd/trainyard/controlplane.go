@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/trainyard/trainyard/internal/auth"
+	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/temporalx"
+	"github.com/trainyard/trainyard/workflows"
+)
+
+// The pieces `dev`, `server` and `worker` share.
+
+func addTemporalFlags(fs *pflag.FlagSet, o *temporalx.Options) {
+	fs.StringVar(&o.Address, "temporal-address", "127.0.0.1:7233", "Temporal frontend host:port")
+	fs.StringVar(&o.Namespace, "temporal-namespace", "default", "Temporal namespace")
+	fs.BoolVar(&o.TLS, "temporal-tls", false, "use TLS with the system roots")
+	fs.StringVar(&o.TLSCAFile, "temporal-tls-ca", "", "CA certificate (PEM) to verify the Temporal server")
+	fs.StringVar(&o.TLSCertFile, "temporal-tls-cert", "", "client certificate (PEM) for mTLS")
+	fs.StringVar(&o.TLSKeyFile, "temporal-tls-key", "", "client key (PEM) for mTLS")
+	fs.StringVar(&o.TLSServerName, "temporal-tls-server-name", "", "override the TLS server name")
+}
+
+func addS3Flags(fs *pflag.FlagSet, c *objstore.Config) {
+	fs.StringVar(&c.Endpoint, "s3-endpoint", "", "S3 endpoint (host:port or URL); credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, ~/.aws/credentials or instance metadata")
+	fs.StringVar(&c.Bucket, "s3-bucket", "trainyard", "bucket for plugins, checkpoints and datasets (created if missing)")
+	fs.StringVar(&c.Region, "s3-region", os.Getenv("AWS_REGION"), "S3 region")
+	fs.BoolVar(&c.Insecure, "s3-insecure", false, "plain HTTP to the S3 endpoint")
+}
+
+// startWorker runs the control-plane worker.
+func startWorker(c client.Client, store *objstore.Store) (worker.Worker, error) {
+	host, _ := os.Hostname()
+	identity := fmt.Sprintf("control@%s:%d", host, os.Getpid())
+	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{Identity: identity})
+	workflows.Register(w, workflows.Deps{Store: store, Identity: identity})
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("start control worker: %w", err)
+	}
+	return w, nil
+}
+
+// ensureAdminToken creates the first admin token when the store is empty and
+// writes it (0600) to file, so a fresh install is usable and nothing is
+// printed to logs.
+func ensureAdminToken(tokens *auth.Store, file string) (created bool, err error) {
+	if tokens.Len() > 0 {
+		return false, nil
+	}
+	secret, _, err := tokens.Create("admin", auth.Admin)
+	if err != nil {
+		return false, err
+	}
+	if err := os.WriteFile(file, []byte(secret+"\n"), 0o600); err != nil {
+		return false, fmt.Errorf("write admin token: %w", err)
+	}
+	return true, nil
+}
+
+type apiServer struct {
+	srv *http.Server
+	URL string
+}
+
+// serveAPI listens on addr (port 0 picks one) and serves h in the background.
+func serveAPI(addr string, h http.Handler, log *slog.Logger) (*apiServer, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("api listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("api server stopped", "err", err)
+		}
+	}()
+	return &apiServer{srv: srv, URL: "http://" + l.Addr().String()}, nil
+}
+
+func (a *apiServer) Stop(ctx context.Context) { _ = a.srv.Shutdown(ctx) }
+
+// readyChecks are /readyz's: Temporal answers, the bucket is reachable, and
+// some control-plane worker (in this process or another) polls its queue.
+func readyChecks(c client.Client, store *objstore.Store) map[string]func(context.Context) error {
+	return map[string]func(context.Context) error{
+		"temporal": func(ctx context.Context) error {
+			_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
+			return err
+		},
+		"s3": store.Ping,
+		"worker": func(ctx context.Context) error {
+			resp, err := c.DescribeTaskQueue(ctx, workflows.ControlTaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+			if err != nil {
+				return err
+			}
+			if len(resp.GetPollers()) == 0 {
+				return fmt.Errorf("no worker polls task queue %s: start `trainyard worker`", workflows.ControlTaskQueue)
+			}
+			return nil
+		},
+	}
+}

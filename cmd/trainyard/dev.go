@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/trainyard/trainyard/api"
+	"github.com/trainyard/trainyard/internal/auth"
+	"github.com/trainyard/trainyard/internal/embedded"
+	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/telemetry"
+	"github.com/trainyard/trainyard/internal/temporalx"
+)
+
+// Endpoints is what `dev` writes to DATA/endpoints.json: where everything
+// listens, for the CLI and for tests that start it on random ports.
+type Endpoints struct {
+	API            string `json:"api"`
+	Docs           string `json:"docs"`
+	TemporalUI     string `json:"temporal_ui"`
+	Temporal       string `json:"temporal"`
+	Namespace      string `json:"namespace"`
+	S3             string `json:"s3"`
+	Bucket         string `json:"bucket"`
+	S3Credentials  string `json:"s3_credentials_file"`
+	AdminTokenFile string `json:"admin_token_file"`
+}
+
+type devOptions struct {
+	dataDir      string
+	ip           string
+	apiPort      int
+	temporalPort int
+	uiPort       int
+	s3Port       int
+	bucket       string
+}
+
+func newDevCmd(g *globals) *cobra.Command {
+	o := &devOptions{}
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run everything in one process: Temporal, its Web UI, S3, the API and a worker",
+		Long: "dev starts an embedded Temporal server (SQLite), the Temporal Web UI, an S3 gateway and the\n" +
+			"Trainyard API and worker, all on loopback with state kept in --data-dir. Ports set to 0 are picked at random.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runDev(cmd.Context(), g, o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.dataDir, "data-dir", ".trainyard", "where Temporal, S3 objects, credentials and tokens are kept")
+	f.StringVar(&o.ip, "ip", "127.0.0.1", "address every service binds to")
+	f.IntVar(&o.apiPort, "api-port", 8080, "REST API port")
+	f.IntVar(&o.temporalPort, "temporal-port", 7233, "Temporal gRPC port")
+	f.IntVar(&o.uiPort, "ui-port", 8233, "Temporal Web UI port")
+	f.IntVar(&o.s3Port, "s3-port", 9000, "S3 port")
+	f.StringVar(&o.bucket, "s3-bucket", "trainyard", "bucket for plugins, checkpoints and datasets")
+	return cmd
+}
+
+func runDev(ctx context.Context, g *globals, o *devOptions) error {
+	log, err := g.logger()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	dir, err := filepath.Abs(o.dataDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	shutdownOTel, err := telemetry.Setup(ctx, "trainyard-dev")
+	if err != nil {
+		return err
+	}
+	defer shutdownOTel(context.Background())
+
+	// Each started piece pushes its stop; they run in reverse on exit.
+	var stops []func()
+	defer func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}()
+
+	credFile := filepath.Join(dir, "s3-credentials.json")
+	creds, err := embedded.LoadOrCreateS3Credentials(credFile)
+	if err != nil {
+		return err
+	}
+	s3, err := embedded.StartS3(o.ip, o.s3Port, filepath.Join(dir, "s3"), creds)
+	if err != nil {
+		return err
+	}
+	stops = append(stops, s3.Stop)
+
+	tsrv, err := embedded.StartTemporal(embedded.TemporalOptions{
+		DatabaseFile:  filepath.Join(dir, "temporal.db"),
+		IP:            o.ip,
+		FrontendPort:  o.temporalPort,
+		Namespaces:    []string{"default"},
+		Logger:        log.With("component", "temporal-server"),
+		DynamicConfig: embedded.DefaultDynamicConfig(),
+	})
+	if err != nil {
+		return err
+	}
+	stops = append(stops, func() { _ = tsrv.Stop() })
+
+	ui, err := embedded.StartUI(o.ip, o.uiPort, tsrv.Address)
+	if err != nil {
+		return err
+	}
+	stops = append(stops, ui.Stop)
+
+	tc, err := temporalx.Dial(ctx, temporalx.Options{Address: tsrv.Address, Namespace: "default", Logger: log})
+	if err != nil {
+		return err
+	}
+	stops = append(stops, tc.Close)
+
+	store, err := objstore.Open(ctx, objstore.Config{Endpoint: s3.Endpoint, Bucket: o.bucket, Insecure: true,
+		AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey})
+	if err != nil {
+		return err
+	}
+
+	tokens, err := auth.Open(filepath.Join(dir, "tokens.json"))
+	if err != nil {
+		return err
+	}
+	adminFile := filepath.Join(dir, "admin.token")
+	if _, err := ensureAdminToken(tokens, adminFile); err != nil {
+		return err
+	}
+
+	w, err := startWorker(tc, store)
+	if err != nil {
+		return err
+	}
+	stops = append(stops, w.Stop)
+
+	srv := api.New(api.Deps{Temporal: tc, Namespace: "default", Tokens: tokens, Store: store, Logger: log,
+		Ready: readyChecks(tc, store)})
+	as, err := serveAPI(fmt.Sprintf("%s:%d", o.ip, o.apiPort), srv.Handler(), log)
+	if err != nil {
+		return err
+	}
+	stops = append(stops, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		as.Stop(sctx)
+	})
+
+	ep := Endpoints{
+		API: as.URL, Docs: as.URL + "/docs", TemporalUI: ui.URL, Temporal: tsrv.Address, Namespace: "default",
+		S3: "http://" + s3.Endpoint, Bucket: o.bucket, S3Credentials: credFile, AdminTokenFile: adminFile,
+	}
+	b, _ := json.MarshalIndent(ep, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "endpoints.json"), b, 0o644); err != nil {
+		return fmt.Errorf("write endpoints: %w", err)
+	}
+	fmt.Fprintf(os.Stdout, `
+Trainyard dev is running (data in %s)
+
+  API          %s
+  API docs     %s
+  Temporal UI  %s
+  Temporal     %s (namespace default)
+  S3           %s (bucket %s)
+
+  S3 credentials  %s
+  Admin token     %s   (use: export TRAINYARD_TOKEN=$(cat %s))
+
+Stop with Ctrl-C (SIGINT) or SIGTERM.
+`, dir, ep.API, ep.Docs, ep.TemporalUI, ep.Temporal, ep.S3, ep.Bucket, credFile, adminFile, adminFile)
+
+	<-ctx.Done()
+	log.Info("shutting down")
+	return nil
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/trainyard/trainyard/api"
+	"github.com/trainyard/trainyard/internal/auth"
+	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/telemetry"
+	"github.com/trainyard/trainyard/internal/temporalx"
+)
+
+type serverOptions struct {
+	listen         string
+	tokensFile     string
+	adminTokenFile string
+	temporal       temporalx.Options
+	s3             objstore.Config
+}
+
+func newServerCmd(g *globals) *cobra.Command {
+	o := &serverOptions{}
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the REST API against an external Temporal and S3",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runServer(cmd.Context(), g, o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "API listen address")
+	f.StringVar(&o.tokensFile, "tokens-file", "/var/lib/trainyard/tokens.json", "hashed API tokens")
+	f.StringVar(&o.adminTokenFile, "admin-token-file", "/var/lib/trainyard/admin.token", "where the first admin token is written when the token store is empty")
+	addTemporalFlags(f, &o.temporal)
+	addS3Flags(f, &o.s3)
+	return cmd
+}
+
+func runServer(ctx context.Context, g *globals, o *serverOptions) error {
+	log, err := g.logger()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	shutdownOTel, err := telemetry.Setup(ctx, "trainyard-server")
+	if err != nil {
+		return err
+	}
+	defer shutdownOTel(context.Background())
+
+	o.temporal.Logger = log
+	tc, err := temporalx.Dial(ctx, o.temporal)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	store, err := objstore.Open(ctx, o.s3)
+	if err != nil {
+		return err
+	}
+	tokens, err := auth.Open(o.tokensFile)
+	if err != nil {
+		return err
+	}
+	if created, err := ensureAdminToken(tokens, o.adminTokenFile); err != nil {
+		return err
+	} else if created {
+		log.Info("created the first admin token", "file", o.adminTokenFile)
+	}
+	srv := api.New(api.Deps{Temporal: tc, Namespace: o.temporal.Namespace, Tokens: tokens, Store: store, Logger: log,
+		Ready: readyChecks(tc, store)})
+	as, err := serveAPI(o.listen, srv.Handler(), log)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stdout, "Trainyard API on %s (docs %s/docs)\n", as.URL, as.URL)
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	as.Stop(sctx)
+	return nil
+}

@@ -1,0 +1,177 @@
+// Package auth holds API bearer tokens and their roles. Tokens are random,
+// shown once at creation and stored only as SHA-256 hashes: they carry 256
+// bits of entropy, so a fast hash is enough and keeps checks cheap.
+package auth
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base32"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Role grants a set of rights; each role includes the ones below it.
+type Role string
+
+const (
+	Viewer   Role = "viewer"   // reads everything
+	Operator Role = "operator" // submits and cancels work, uploads plugins
+	Admin    Role = "admin"    // changes policies, clusters and tokens
+)
+
+var rank = map[Role]int{Viewer: 1, Operator: 2, Admin: 3}
+
+// ParseRole validates a role name.
+func ParseRole(s string) (Role, error) {
+	r := Role(strings.ToLower(strings.TrimSpace(s)))
+	if _, ok := rank[r]; !ok {
+		return "", fmt.Errorf("unknown role %q (want viewer, operator or admin)", s)
+	}
+	return r, nil
+}
+
+// Allows reports whether a holder of r may use something that needs min.
+func (r Role) Allows(min Role) bool { return rank[r] >= rank[min] && rank[r] > 0 }
+
+// Token is a stored token: never the secret itself.
+type Token struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Role      Role      `json:"role"`
+	Hash      string    `json:"hash"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// ErrUnknownToken is returned for a token that is not in the store.
+var ErrUnknownToken = errors.New("unknown or revoked token")
+
+// Store keeps tokens in a JSON file, rewritten atomically on change.
+type Store struct {
+	mu     sync.RWMutex
+	file   string
+	tokens []Token
+}
+
+// Open loads the store at file; a missing file is an empty store.
+func Open(file string) (*Store, error) {
+	s := &Store{file: file}
+	b, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open token store: %w", err)
+	}
+	if err := json.Unmarshal(b, &s.tokens); err != nil {
+		return nil, fmt.Errorf("open token store %s: %w", file, err)
+	}
+	return s, nil
+}
+
+// Create makes a new token and returns its secret, which is not kept.
+func (s *Store) Create(name string, role Role) (secret string, tok Token, err error) {
+	if _, err := ParseRole(string(role)); err != nil {
+		return "", Token{}, err
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", Token{}, fmt.Errorf("create token: %w", err)
+	}
+	secret = "ty_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(raw))
+	idRaw := make([]byte, 6)
+	_, _ = rand.Read(idRaw)
+	tok = Token{ID: hex.EncodeToString(idRaw), Name: name, Role: role, Hash: hash(secret), CreatedAt: time.Now().UTC()}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := append(slices.Clone(s.tokens), tok)
+	if err := s.save(next); err != nil {
+		return "", Token{}, err
+	}
+	s.tokens = next
+	return secret, tok, nil
+}
+
+// Authenticate finds the token whose hash matches secret.
+func (s *Store) Authenticate(secret string) (Token, error) {
+	h := hash(secret)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, t := range s.tokens {
+		if subtle.ConstantTimeCompare([]byte(t.Hash), []byte(h)) == 1 {
+			return t, nil
+		}
+	}
+	return Token{}, ErrUnknownToken
+}
+
+// List returns all tokens (hashes included; callers strip them for display).
+func (s *Store) List() []Token {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.tokens)
+}
+
+// Revoke deletes the token with the given id.
+func (s *Store) Revoke(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.IndexFunc(s.tokens, func(t Token) bool { return t.ID == id })
+	if i < 0 {
+		return fmt.Errorf("revoke token %s: %w", id, ErrUnknownToken)
+	}
+	next := slices.Delete(slices.Clone(s.tokens), i, i+1)
+	if err := s.save(next); err != nil {
+		return err
+	}
+	s.tokens = next
+	return nil
+}
+
+// Len is the number of tokens.
+func (s *Store) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.tokens)
+}
+
+func (s *Store) save(tokens []Token) error {
+	b, err := json.MarshalIndent(tokens, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(s.file)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("save token store: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".tokens-*")
+	if err != nil {
+		return fmt.Errorf("save token store: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("save token store: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("save token store: %w", err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o600); err != nil {
+		return fmt.Errorf("save token store: %w", err)
+	}
+	return os.Rename(tmp.Name(), s.file)
+}
+
+func hash(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}

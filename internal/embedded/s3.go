@@ -1,0 +1,163 @@
+package embedded
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/versity/versitygw/backend/meta"
+	"github.com/versity/versitygw/backend/posix"
+	"github.com/versity/versitygw/embedgw"
+)
+
+// S3Credentials are the root keys of the embedded gateway.
+type S3Credentials struct {
+	AccessKeyID     string `json:"access_key_id"`
+	SecretAccessKey string `json:"secret_access_key"`
+}
+
+// S3 is a running embedded S3 gateway (versitygw, POSIX backend).
+type S3 struct {
+	Endpoint    string // host:port, plain HTTP
+	Credentials S3Credentials
+	cancel      context.CancelFunc
+	done        chan error
+}
+
+// LoadOrCreateS3Credentials reads the gateway's root keys from file, or
+// generates and stores them (0600) on first start.
+func LoadOrCreateS3Credentials(file string) (S3Credentials, error) {
+	var c S3Credentials
+	b, err := os.ReadFile(file)
+	if err == nil {
+		if err := json.Unmarshal(b, &c); err != nil || c.AccessKeyID == "" || c.SecretAccessKey == "" {
+			return c, fmt.Errorf("read s3 credentials %s: malformed file", file)
+		}
+		return c, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return c, fmt.Errorf("read s3 credentials: %w", err)
+	}
+	c = S3Credentials{AccessKeyID: "TY" + randomString(18), SecretAccessKey: randomString(40)}
+	b, _ = json.MarshalIndent(c, "", "  ")
+	if err := writeFileAtomic(file, b, 0o600); err != nil {
+		return c, fmt.Errorf("store s3 credentials: %w", err)
+	}
+	return c, nil
+}
+
+// StartS3 serves an S3 API on ip:port (0 picks a free port) storing buckets
+// as directories under dir.
+func StartS3(ip string, port int, dir string, creds S3Credentials) (*S3, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("s3 data dir: %w", err)
+	}
+	if port == 0 {
+		p, err := FreePort(ip)
+		if err != nil {
+			return nil, err
+		}
+		port = p
+	}
+	be, err := posix.New(dir, meta.XattrMeta{}, posix.PosixOpts{})
+	if err != nil {
+		return nil, fmt.Errorf("s3 posix backend at %s (needs a filesystem with extended attributes): %w", dir, err)
+	}
+	addr := net.JoinHostPort(ip, strconv.Itoa(port))
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &S3{Endpoint: addr, Credentials: creds, cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		s.done <- embedgw.RunVersityGW(ctx, be, &embedgw.Config{
+			RootUserAccess:    creds.AccessKeyID,
+			RootUserSecret:    creds.SecretAccessKey,
+			Ports:             []string{addr},
+			MaxConnections:    1000,
+			MaxRequests:       500,
+			MultipartMaxParts: 10000,
+			Quiet:             true,
+			HealthPath:        "/_health",
+		})
+	}()
+	if err := waitTCP(addr); err != nil {
+		cancel()
+		select {
+		case runErr := <-s.done:
+			return nil, fmt.Errorf("s3 gateway: %w", runErr)
+		default:
+			return nil, fmt.Errorf("s3 gateway: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Stop shuts the gateway down and waits for it.
+func (s *S3) Stop() {
+	s.cancel()
+	select {
+	case <-s.done:
+	case <-time.After(5 * time.Second):
+	}
+}
+
+func waitTCP(addr string) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not listening after 15s: %w", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func randomString(n int) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}
+
+// writeFileAtomic writes via a temp file and rename so a crash never leaves
+// a half-written file behind.
+func writeFileAtomic(file string, data []byte, perm os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), file)
+}

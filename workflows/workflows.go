@@ -1,0 +1,26 @@
+// Package workflows registers every control-plane workflow and activity on
+// a Temporal worker. Each workflow lives in its own sub-package.
+package workflows
+
+import (
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/workflows/healthcheck"
+)
+
+// ControlTaskQueue is where the control-plane worker polls.
+const ControlTaskQueue = "trainyard-control"
+
+// Deps are the side-effecting services activities use.
+type Deps struct {
+	Store    *objstore.Store
+	Identity string
+}
+
+// Register adds all control-plane workflows and activities to w.
+func Register(w worker.Registry, d Deps) {
+	w.RegisterWorkflowWithOptions(healthcheck.Workflow, workflow.RegisterOptions{Name: healthcheck.Name})
+	w.RegisterActivity(&healthcheck.Activities{Store: d.Store, Identity: d.Identity})
+}
