@@ -1,0 +1,447 @@
+package spec
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/trainyard/trainyard/internal/agent/detect/gpudesc"
+	"github.com/trainyard/trainyard/internal/resources"
+)
+
+// The file format. Kept apart from Cluster so the in-memory form is plain
+// resources.Capacity while the file accepts "64GiB" and GPU descriptions.
+type fileSpec struct {
+	Name     string     `yaml:"name"`
+	Defaults fileNode   `yaml:"defaults"`
+	Nodes    []fileNode `yaml:"nodes"`
+}
+
+type fileNode struct {
+	Name        string            `yaml:"name"`
+	Address     string            `yaml:"address"`
+	Provider    string            `yaml:"provider"`
+	Labels      map[string]string `yaml:"labels"`
+	Ephemeral   *bool             `yaml:"ephemeral"`
+	Resources   fileResources     `yaml:"resources"`
+	Provisioner fileProvisioner   `yaml:"provisioner"`
+	line        int
+}
+
+type fileResources struct {
+	CPUs   float64  `yaml:"cpus"`
+	Memory string   `yaml:"memory"`    // "64GiB", or a number of MiB
+	MemMB  int64    `yaml:"memory_mb"` // the form Cluster marshals to JSON
+	GPUs   gpuField `yaml:"gpus"`
+}
+
+type fileProvisioner struct {
+	Kind  string `yaml:"kind"`
+	SSH   *SSH   `yaml:"ssh"`
+	Local *Local `yaml:"local"`
+}
+
+// gpuField is a gpudesc string ("3xTITAN X:12GB") or a list of
+// {index, model, vram_mb} (the JSON form the API returns).
+type gpuField struct {
+	desc   string
+	list   []resources.GPU
+	isList bool
+}
+
+func (g *gpuField) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return n.Decode(&g.desc)
+	case yaml.SequenceNode:
+		g.isList = true
+		for _, item := range n.Content {
+			var v struct {
+				Index  *int   `yaml:"index"`
+				Model  string `yaml:"model"`
+				VRAMMB int    `yaml:"vram_mb"`
+			}
+			if err := decodeStrict(item, &v); err != nil {
+				return err
+			}
+			idx := len(g.list)
+			if v.Index != nil {
+				idx = *v.Index
+			}
+			g.list = append(g.list, resources.GPU{Index: idx, Model: v.Model, VRAMMB: v.VRAMMB})
+		}
+		return nil
+	}
+	return fmt.Errorf("line %d: gpus must be a description string or a list", n.Line)
+}
+
+// nodeLines records each node's line for error messages.
+func (f *fileNode) UnmarshalYAML(n *yaml.Node) error {
+	type plain fileNode
+	var p plain
+	if err := decodeStrict(n, &p); err != nil {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == "name" && n.Content[i+1].Value != "" {
+				return fmt.Errorf("node %q: %w", n.Content[i+1].Value, err)
+			}
+		}
+		return err
+	}
+	*f = fileNode(p)
+	f.line = n.Line
+	return nil
+}
+
+// decodeStrict decodes a subtree rejecting unknown fields (yaml.v3 does not
+// carry KnownFields into custom unmarshalers).
+func decodeStrict(n *yaml.Node, v any) error {
+	b, err := yaml.Marshal(n)
+	if err != nil {
+		return err
+	}
+	d := yaml.NewDecoder(bytes.NewReader(b))
+	d.KnownFields(true)
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, unLine(err))
+	}
+	return nil
+}
+
+// unLine drops yaml's line numbers, which are relative to the re-encoded
+// subtree and so misleading, and names unknown fields plainly.
+var (
+	yamlLineRe    = regexp.MustCompile(`line \d+: `)
+	yamlUnknownRe = regexp.MustCompile(`field (\S+) not found in type \S.*`)
+)
+
+func unLine(err error) error {
+	s := strings.TrimPrefix(err.Error(), "yaml: ")
+	s = strings.ReplaceAll(s, "unmarshal errors:\n  ", "")
+	s = yamlLineRe.ReplaceAllString(s, "")
+	s = yamlUnknownRe.ReplaceAllString(s, "unknown field \"$1\"")
+	return errors.New(s)
+}
+
+// ParseFile reads and parses a spec file.
+func ParseFile(path string) (*Cluster, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read cluster spec: %w", err)
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse parses and validates a spec in YAML or JSON. The error lists every
+// problem found, each naming the node and field (see *FieldError).
+func Parse(data []byte) (*Cluster, error) {
+	var f fileSpec
+	d := yaml.NewDecoder(bytes.NewReader(data))
+	d.KnownFields(true)
+	if err := d.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("cluster spec is empty")
+		}
+		return nil, fmt.Errorf("cluster spec: %w", err)
+	}
+	var errs []error
+	c := &Cluster{Name: f.Name}
+	for i, fn := range f.Nodes {
+		n, nodeErrs := f.node(i, fn)
+		errs = append(errs, nodeErrs...)
+		c.Nodes = append(c.Nodes, n)
+	}
+	if len(errs) > 0 {
+		// Report conversion errors along with structural ones.
+		if err := c.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		return nil, errors.Join(errs...)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// node applies defaults and converts units; Validate checks the result.
+func (f *fileSpec) node(i int, fn fileNode) (Node, []error) {
+	d := f.Defaults
+	n := Node{Name: fn.Name, Address: fn.Address, Provider: fn.Provider}
+	ref := fn.Name
+	if ref == "" {
+		ref = "#" + strconv.Itoa(i+1)
+	}
+	var errs []error
+	fail := func(field, format string, a ...any) {
+		errs = append(errs, &FieldError{Node: ref, Field: field, Msg: fmt.Sprintf(format, a...)})
+	}
+	if n.Provider == "" {
+		n.Provider = d.Provider
+	}
+	if len(d.Labels)+len(fn.Labels) > 0 {
+		n.Labels = map[string]string{}
+		for k, v := range d.Labels {
+			n.Labels[k] = v
+		}
+		for k, v := range fn.Labels {
+			n.Labels[k] = v
+		}
+	}
+	switch {
+	case fn.Ephemeral != nil:
+		n.Ephemeral = *fn.Ephemeral
+	case d.Ephemeral != nil:
+		n.Ephemeral = *d.Ephemeral
+	}
+
+	r := fn.Resources
+	if r.CPUs == 0 {
+		r.CPUs = d.Resources.CPUs
+	}
+	if r.Memory == "" && r.MemMB == 0 {
+		r.Memory, r.MemMB = d.Resources.Memory, d.Resources.MemMB
+	}
+	if r.GPUs.desc == "" && !r.GPUs.isList {
+		r.GPUs = d.Resources.GPUs
+	}
+	n.Resources.CPUs = r.CPUs
+	n.Resources.MemoryMB = r.MemMB
+	if r.Memory != "" && r.MemMB != 0 {
+		fail("resources.memory", "give memory or memory_mb, not both")
+	}
+	if r.Memory != "" {
+		mb, err := gpudesc.ParseMemoryMB(r.Memory)
+		if err != nil {
+			fail("resources.memory", "%v", err)
+		}
+		n.Resources.MemoryMB = mb
+	}
+	if r.GPUs.isList {
+		n.Resources.GPUs = r.GPUs.list
+	} else {
+		gpus, err := gpudesc.Parse(r.GPUs.desc)
+		if err != nil {
+			fail("resources.gpus", "%v", err)
+		}
+		n.Resources.GPUs = gpus
+	}
+
+	n.Provisioner = mergeProvisioner(d.Provisioner, fn.Provisioner)
+	return n, errs
+}
+
+// mergeProvisioner fills a node's provisioner from the defaults: all of it
+// when the node names none, field by field when both name the same kind.
+func mergeProvisioner(d, p fileProvisioner) Provisioner {
+	if p.Kind == "" && p.SSH == nil && p.Local == nil {
+		p = d
+	}
+	out := Provisioner{Kind: p.Kind, SSH: p.SSH, Local: p.Local}
+	if p.Kind == "" {
+		out.Kind = d.Kind
+	}
+	if out.Kind == KindSSH && d.Kind == KindSSH && d.SSH != nil {
+		s := SSH{}
+		if p.SSH != nil {
+			s = *p.SSH
+		}
+		if s.User == "" {
+			s.User = d.SSH.User
+		}
+		if s.Port == 0 {
+			s.Port = d.SSH.Port
+		}
+		if s.KeyPath == "" {
+			s.KeyPath = d.SSH.KeyPath
+		}
+		if s.KnownHostsPath == "" {
+			s.KnownHostsPath = d.SSH.KnownHostsPath
+		}
+		if s.RemoteDir == "" {
+			s.RemoteDir = d.SSH.RemoteDir
+		}
+		out.SSH = &s
+	}
+	if out.SSH != nil {
+		cp := *out.SSH
+		out.SSH = &cp
+	}
+	if out.Local != nil {
+		out.Local = &Local{GPUs: slices.Clone(out.Local.GPUs)}
+	}
+	return out
+}
+
+// FieldError is one problem in a spec.
+type FieldError struct {
+	Node  string // node name, "#N" for an unnamed node, "" for the cluster
+	Field string // e.g. "provisioner.kind"
+	Msg   string
+}
+
+func (e *FieldError) Error() string {
+	if e.Node == "" {
+		return fmt.Sprintf("cluster: %s: %s", e.Field, e.Msg)
+	}
+	return fmt.Sprintf("node %q: %s: %s", e.Node, e.Field, e.Msg)
+}
+
+var (
+	clusterNameRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	nodeNameRe    = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,62})$`)
+	tokenRe       = regexp.MustCompile(`^[a-z0-9]([-a-z0-9_.]{0,62})$`)
+	labelKeyRe    = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62})$`)
+)
+
+// Validate checks a cluster (also one built in code or decoded from JSON
+// by the API) and returns every problem, joined.
+func (c *Cluster) Validate() error {
+	var errs []error
+	fail := func(node, field, format string, a ...any) {
+		errs = append(errs, &FieldError{Node: node, Field: field, Msg: fmt.Sprintf(format, a...)})
+	}
+	if !clusterNameRe.MatchString(c.Name) {
+		fail("", "name", "%q must be 1-63 lower-case letters, digits and '-' (it names task queues and workflows)", c.Name)
+	}
+	if len(c.Nodes) == 0 {
+		fail("", "nodes", "at least one node is required")
+	}
+	seen := map[string]int{}
+	gpuOwner := map[int]string{} // local GPU index -> node
+	for i, n := range c.Nodes {
+		ref := n.Name
+		if ref == "" {
+			ref = "#" + strconv.Itoa(i+1)
+		}
+		if !nodeNameRe.MatchString(n.Name) {
+			fail(ref, "name", "%q must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", n.Name)
+		} else if j, dup := seen[strings.ToLower(n.Name)]; dup {
+			fail(ref, "name", "duplicate node name (also node #%d)", j+1)
+		} else {
+			seen[strings.ToLower(n.Name)] = i
+		}
+		if n.Provider != "" && !tokenRe.MatchString(n.Provider) {
+			fail(ref, "provider", "%q must be a lower-case word like lab, vast, runpod, k8s", n.Provider)
+		}
+		keys := make([]string, 0, len(n.Labels))
+		for k := range n.Labels {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if !labelKeyRe.MatchString(k) {
+				fail(ref, "labels", "key %q must be letters, digits, '.', '_', '/' or '-'", k)
+			}
+			if len(n.Labels[k]) > 253 || strings.ContainsAny(n.Labels[k], "\x00\n") {
+				fail(ref, "labels", "value of %q is too long or contains a newline", k)
+			}
+		}
+		validateResources(ref, n.Resources, fail)
+		validateProvisioner(ref, n, fail)
+		if n.Provisioner.Kind == KindLocal {
+			for _, g := range n.GPUIndices() {
+				if other, taken := gpuOwner[g]; taken && other != ref {
+					fail(ref, "provisioner.local.gpus", "GPU %d is already given to local node %q", g, other)
+				}
+				gpuOwner[g] = ref
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validateResources(ref string, r resources.Capacity, fail func(node, field, format string, a ...any)) {
+	if r.CPUs < 0 || r.CPUs > 1<<16 {
+		fail(ref, "resources.cpus", "%v is out of range", r.CPUs)
+	}
+	if r.MemoryMB < 0 {
+		fail(ref, "resources.memory", "%d MiB is negative", r.MemoryMB)
+	}
+	idx := map[int]bool{}
+	for _, g := range r.GPUs {
+		switch {
+		case g.Index < 0:
+			fail(ref, "resources.gpus", "index %d is negative", g.Index)
+		case idx[g.Index]:
+			fail(ref, "resources.gpus", "index %d given twice", g.Index)
+		case strings.TrimSpace(g.Model) == "" || strings.ContainsAny(g.Model, ",:"):
+			fail(ref, "resources.gpus", "GPU %d: model %q must be non-empty without ',' or ':'", g.Index, g.Model)
+		case g.VRAMMB <= 0:
+			fail(ref, "resources.gpus", "GPU %d: vram must be positive", g.Index)
+		}
+		idx[g.Index] = true
+	}
+}
+
+func validateProvisioner(ref string, n Node, fail func(node, field, format string, a ...any)) {
+	p := n.Provisioner
+	switch p.Kind {
+	case "":
+		fail(ref, "provisioner.kind", "missing (want %s)", strings.Join(Kinds, ", "))
+		return
+	case KindLocal, KindSSH, KindStatic:
+	default:
+		fail(ref, "provisioner.kind", "unknown provisioner %q (want %s)", p.Kind, strings.Join(Kinds, ", "))
+		return
+	}
+	if p.SSH != nil && p.Kind != KindSSH {
+		fail(ref, "provisioner.ssh", "ssh settings given but the provisioner is %q", p.Kind)
+	}
+	if p.Local != nil && p.Kind != KindLocal {
+		fail(ref, "provisioner.local", "local settings given but the provisioner is %q", p.Kind)
+	}
+	switch p.Kind {
+	case KindSSH:
+		if n.Address == "" {
+			fail(ref, "address", "required for the ssh provisioner")
+		} else if strings.ContainsAny(n.Address, " /@") {
+			fail(ref, "address", "%q must be a host name or IP address (put the user in provisioner.ssh.user)", n.Address)
+		}
+		if s := p.SSH; s != nil {
+			if s.Port < 0 || s.Port > 65535 {
+				fail(ref, "provisioner.ssh.port", "%d is not a TCP port", s.Port)
+			}
+			if strings.ContainsAny(s.User, " '\"@:") {
+				fail(ref, "provisioner.ssh.user", "%q is not a user name", s.User)
+			}
+			if strings.ContainsAny(s.RemoteDir, "\x00\n") {
+				fail(ref, "provisioner.ssh.remote_dir", "contains a control character")
+			}
+		}
+	case KindLocal:
+		if p.Local != nil {
+			seen := map[int]bool{}
+			for _, g := range p.Local.GPUs {
+				if g < 0 || seen[g] {
+					fail(ref, "provisioner.local.gpus", "index %d is negative or repeated", g)
+				}
+				seen[g] = true
+			}
+			if len(p.Local.GPUs) > 0 && len(n.Resources.GPUs) > 0 {
+				want := n.GPUIndices()
+				have := make([]int, len(n.Resources.GPUs))
+				for i, g := range n.Resources.GPUs {
+					have[i] = g.Index
+				}
+				slices.Sort(want)
+				slices.Sort(have)
+				if !slices.Equal(want, have) {
+					fail(ref, "provisioner.local.gpus", "%v differs from the indices in resources.gpus %v", want, have)
+				}
+			}
+		}
+	}
+}
