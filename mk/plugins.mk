@@ -1,0 +1,35 @@
+# WASM plugins (plugins/, sdk/): `make plugins` builds every example into
+# .cache/plugins/*.wasm. Go plugins rebuild incrementally through Go's build
+# cache; the AssemblyScript toolchain comes from npm (package-lock.json).
+PLUGINS_OUT := $(CACHE)/plugins
+ASC := sdk/assemblyscript/node_modules/.bin/asc
+GO_PLUGINS := shaping tictactoe
+AS_PLUGINS := cartpole-as
+AS_SDK_SRC := $(wildcard sdk/assemblyscript/assembly/*.ts)
+
+.PHONY: plugins plugins-go plugins-clean FORCE_PLUGINS
+
+plugins: plugins-go $(AS_PLUGINS:%=$(PLUGINS_OUT)/%.wasm)
+
+plugins-go: $(GO_PLUGINS:%=$(PLUGINS_OUT)/%.wasm)
+
+$(PLUGINS_OUT)/%.wasm: FORCE_PLUGINS
+	@mkdir -p $(PLUGINS_OUT)
+	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 $(GO) build -trimpath -buildmode=c-shared -o $@ ./plugins/examples/$*
+
+$(ASC): sdk/assemblyscript/package.json sdk/assemblyscript/package-lock.json
+	cd sdk/assemblyscript && npm ci --no-audit --no-fund
+	@touch $@
+
+$(PLUGINS_OUT)/cartpole-as.wasm: $(ASC) $(AS_SDK_SRC) $(wildcard plugins/examples/cartpole-as/assembly/*.ts)
+	@mkdir -p $(PLUGINS_OUT)
+	$(ASC) plugins/examples/cartpole-as/assembly/index.ts -o $@ --runtime stub -O3 --noAssert \
+	  --use abort=sdk/assemblyscript/assembly/index/abortTrap
+
+plugins-clean:
+	rm -rf $(PLUGINS_OUT) $(CACHE)/plugintest
+
+FORCE_PLUGINS:
+
+TEST_DEPS += plugins
+BENCH_DEPS += plugins

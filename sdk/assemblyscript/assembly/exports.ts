@@ -1,0 +1,10 @@
+// The ABI v1 export names; a plugin's entry file re-exports this module.
+export {
+  abiVersion as abi_version,
+  metadata,
+  lastError as last_error,
+  alloc,
+  init,
+  reset,
+  stepBatch as step_batch,
+} from "./index";

@@ -1,0 +1,204 @@
+// Trainyard plugin SDK for AssemblyScript: ABI v1 (docs/plugin-abi.md).
+//
+// A plugin's entry file re-exports the ABI and registers one environment:
+//
+//   export * from "<sdk>/assembly/exports";
+//   import { Env, registerEnv } from "<sdk>/assembly/index";
+//   class MyEnv extends Env { ... }
+//   registerEnv(META_JSON, (): Env => new MyEnv());
+//
+// Build with --runtime stub (no GC: the SDK allocates once per init) and
+// --use abort=<sdk>/assembly/index/abortTrap so the module imports nothing.
+
+export const ABI_VERSION: i32 = 1;
+export const STATUS_OK: i32 = 0;
+export const STATUS_BAD_INPUT: i32 = 1;
+export const STATUS_FAULT: i32 = 2;
+
+/** One environment instance. step() sets terminated/truncated. */
+export abstract class Env {
+  terminated: bool = false;
+  truncated: bool = false;
+  /** Reseed the instance's random source. */
+  abstract seed(seed: u64): void;
+  /** Start an episode from the instance's random source; write obsDim f32 at obs. */
+  abstract reset(obs: usize): void;
+  /** Apply the actDim f32 action at action, write the next observation, return the reward. */
+  abstract step(action: usize, obs: usize): f32;
+}
+
+// Registration (one plugin per module).
+let metaPtr: usize = 0;
+let metaLen: i32 = 0;
+let factory: (() => Env) | null = null;
+let obsDim: i32 = 0;
+let actDim: i32 = 0;
+let actN: i32 = 0; // > 0: discrete action space with n actions
+let maxSteps: i32 = 0;
+
+/**
+ * Registers an environment. meta is the metadata JSON without abi_version
+ * and kind (the SDK adds them); the dimensions must match its spaces.
+ * discreteN > 0 declares a Discrete(n) action space (actions are validated).
+ */
+export function registerEnv(meta: string, obsDimension: i32, actDimension: i32, discreteN: i32,
+  maxEpisodeSteps: i32, make: () => Env): void {
+  const full = '{"abi_version":1,"kind":"env",' + meta.slice(1);
+  const buf = String.UTF8.encode(full);
+  metaPtr = changetype<usize>(buf);
+  metaLen = buf.byteLength;
+  obsDim = obsDimension;
+  actDim = actDimension;
+  actN = discreteN;
+  maxSteps = maxEpisodeSteps;
+  factory = make;
+}
+
+// Error reporting.
+let errPtr: usize = 0;
+let errLen: i32 = 0;
+
+export function fail(status: i32, msg: string): i32 {
+  const buf = String.UTF8.encode(msg);
+  errPtr = changetype<usize>(buf);
+  errLen = buf.byteLength;
+  return status;
+}
+
+/** abort handler: any assertion or allocation failure traps. */
+export function abortTrap(message: string | null, fileName: string | null, line: u32, column: u32): void {
+  unreachable();
+}
+
+// Instances.
+let envs = new Array<Env>(0);
+let steps = new Array<i32>(0);
+let nEnvs: i32 = 0;
+
+export function abiVersion(): i32 { return ABI_VERSION; }
+export function metadata(): u64 { return (<u64>metaPtr << 32) | <u64>metaLen; }
+export function lastError(): u64 { return (<u64>errPtr << 32) | <u64>errLen; }
+
+export function alloc(size: u32): usize {
+  return heap.alloc(<usize>((size + 7) & ~7));
+}
+
+export function init(n: i32, seed: u64): i32 {
+  if (n <= 0) return fail(STATUS_BAD_INPUT, "init: n must be > 0, got " + n.toString());
+  if (factory == null) return fail(STATUS_FAULT, "init: no env registered");
+  // Reuse instances across inits: the stub runtime never frees.
+  while (envs.length < n) {
+    envs.push(factory!());
+    steps.push(0);
+  }
+  nEnvs = n;
+  return STATUS_OK;
+}
+
+export function reset(seed: u64, obs: usize): i32 {
+  if (nEnvs == 0) return fail(STATUS_BAD_INPUT, "reset before init");
+  if (obs == 0) return fail(STATUS_BAD_INPUT, "reset: null obs");
+  const ob = <usize>obsDim << 2;
+  for (let i = 0; i < nEnvs; i++) {
+    const e = unchecked(envs[i]);
+    e.seed(seed + <u64>i);
+    e.reset(obs + <usize>i * ob);
+    unchecked(steps[i] = 0);
+  }
+  return STATUS_OK;
+}
+
+// checkActions validates a discrete action batch, 4 per loop iteration:
+// each loop iteration costs a termination check under wazero's sandbox.
+function checkActions(actions: usize, count: i32): bool {
+  if (actN <= 0) {
+    for (let i = 0; i < count; i++) {
+      const a = load<f32>(actions + (<usize>i << 2));
+      if (a != a) return false;
+    }
+    return true;
+  }
+  const n = <f32>actN;
+  let ok = true;
+  let i = 0;
+  for (; i + 4 <= count; i += 4) {
+    const p = actions + (<usize>i << 2);
+    const a0 = load<f32>(p), a1 = load<f32>(p, 4), a2 = load<f32>(p, 8), a3 = load<f32>(p, 12);
+    ok = ok && a0 >= 0 && a0 < n && a0 == Mathf.floor(a0)
+      && a1 >= 0 && a1 < n && a1 == Mathf.floor(a1)
+      && a2 >= 0 && a2 < n && a2 == Mathf.floor(a2)
+      && a3 >= 0 && a3 < n && a3 == Mathf.floor(a3);
+  }
+  for (; i < count; i++) {
+    const a = load<f32>(actions + (<usize>i << 2));
+    ok = ok && a >= 0 && a < n && a == Mathf.floor(a);
+  }
+  return ok;
+}
+
+// @ts-ignore: decorator
+@inline function stepOne(i: i32, actions: usize, obs: usize, rewards: usize, term: usize, trunc: usize, finalObs: usize): void {
+  const ob = <usize>obsDim << 2;
+  const e = unchecked(envs[i]);
+  const o = obs + <usize>i * ob;
+  const r = e.step(actions + <usize>i * (<usize>actDim << 2), o);
+  store<f32>(rewards + (<usize>i << 2), r);
+  const te = e.terminated;
+  let tr = e.truncated;
+  const s = unchecked(steps[i]) + 1;
+  if (maxSteps > 0 && s >= maxSteps && !te) tr = true;
+  store<u8>(term + <usize>i, <u8>te);
+  store<u8>(trunc + <usize>i, <u8>tr);
+  if (te || tr) {
+    memory.copy(finalObs + <usize>i * ob, o, ob);
+    e.reset(o);
+    unchecked(steps[i] = 0);
+  } else {
+    unchecked(steps[i] = s);
+  }
+}
+
+export function stepBatch(n: i32, actions: usize, obs: usize, rewards: usize, term: usize, trunc: usize, finalObs: usize): i32 {
+  if (nEnvs == 0) return fail(STATUS_BAD_INPUT, "step_batch before init");
+  if (n != nEnvs) return fail(STATUS_BAD_INPUT, "step_batch: n = " + n.toString() + ", init had " + nEnvs.toString());
+  if (actions == 0 || obs == 0 || rewards == 0 || term == 0 || trunc == 0 || finalObs == 0) {
+    return fail(STATUS_BAD_INPUT, "step_batch: null buffer");
+  }
+  if (!checkActions(actions, n * actDim)) return fail(STATUS_BAD_INPUT, "step_batch: action outside the action space");
+  // Unrolled by 4 for the same reason as checkActions.
+  let i = 0;
+  for (; i + 4 <= n; i += 4) {
+    stepOne(i, actions, obs, rewards, term, trunc, finalObs);
+    stepOne(i + 1, actions, obs, rewards, term, trunc, finalObs);
+    stepOne(i + 2, actions, obs, rewards, term, trunc, finalObs);
+    stepOne(i + 3, actions, obs, rewards, term, trunc, finalObs);
+  }
+  for (; i < n; i++) stepOne(i, actions, obs, rewards, term, trunc, finalObs);
+  return STATUS_OK;
+}
+
+/** PCG32 (O'Neill), a small seedable generator for guest environments. */
+export class PCG32 {
+  state: u64 = 0;
+  inc: u64 = 0;
+  seed(seed: u64, stream: u64 = 54): void {
+    this.state = 0;
+    this.inc = (stream << 1) | 1;
+    this.next();
+    this.state += seed;
+    this.next();
+  }
+  next(): u32 {
+    const old = this.state;
+    this.state = old * 6364136223846793005 + this.inc;
+    const xorshifted = <u32>(((old >> 18) ^ old) >> 27);
+    const rot = <u32>(old >> 59);
+    return (xorshifted >> rot) | (xorshifted << ((-rot) & 31));
+  }
+  /** Uniform in [lo, hi) with 53-bit resolution. */
+  uniform(lo: f64, hi: f64): f64 {
+    const bits = (<u64>this.next() << 21) ^ <u64>this.next();
+    const u = <f64>(bits & ((<u64>1 << 53) - 1)) / <f64>(<u64>1 << 53);
+    return lo + (hi - lo) * u;
+  }
+}
