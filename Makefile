@@ -15,7 +15,7 @@ include $(wildcard mk/*.mk)
 all: build
 
 build:
-	$(GO) build -trimpath -o $(BIN) ./cmd/trainyard
+	$(GO) build -trimpath -ldflags='-s -w' -o $(BIN) ./cmd/trainyard
 
 run: build
 	./$(BIN) dev --data-dir $(DATA)
@@ -23,7 +23,7 @@ run: build
 # The one test command (README, .ci/run). Fragments in mk/ add prerequisites
 # through TEST_DEPS (e.g. compiled plugins, the OPA CLI).
 test: $(TEST_DEPS)
-	$(GO) vet ./...
+	@$(MAKE) --no-print-directory lint
 	$(GO) test -race -timeout 60m ./...
 
 bench: $(BENCH_DEPS)

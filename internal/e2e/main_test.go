@@ -1,0 +1,163 @@
+// Package e2e drives the real `trainyard` binary: it builds it once, starts
+// `trainyard dev` on random loopback ports in temp dirs and talks to it over
+// HTTP and S3 like a user would.
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "trainyard-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "trainyard")
+	build := exec.Command("go", "build", "-o", binary, "../../cmd/trainyard")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build trainyard:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// endpoints mirrors what `trainyard dev` writes to DATA/endpoints.json.
+type endpoints struct {
+	API            string `json:"api"`
+	TemporalUI     string `json:"temporal_ui"`
+	Temporal       string `json:"temporal"`
+	S3             string `json:"s3"`
+	Bucket         string `json:"bucket"`
+	S3Credentials  string `json:"s3_credentials_file"`
+	AdminTokenFile string `json:"admin_token_file"`
+}
+
+type devProc struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	dir     string
+	ep      endpoints
+	admin   string
+	stdout  *bytes.Buffer
+	stderr  *os.File
+	stopped bool
+}
+
+// startDev runs `trainyard dev` on dir with every port random and waits
+// until /readyz says ready.
+func startDev(t *testing.T, dir string) *devProc {
+	t.Helper()
+	os.Remove(filepath.Join(dir, "endpoints.json"))
+	logf, err := os.OpenFile(filepath.Join(t.TempDir(), "dev.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &devProc{t: t, dir: dir, stdout: &bytes.Buffer{}, stderr: logf}
+	p.cmd = exec.Command(binary, "dev", "--data-dir", dir, "--api-port", "0", "--temporal-port", "0", "--ui-port", "0", "--s3-port", "0")
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, logf
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.kill(syscall.SIGKILL) })
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("trainyard dev not ready after 90s; log:\n%s", p.log())
+		}
+		if p.cmd.ProcessState != nil {
+			t.Fatalf("trainyard dev exited early; log:\n%s", p.log())
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "endpoints.json")); err == nil {
+			if err := json.Unmarshal(b, &p.ep); err != nil {
+				t.Fatal(err)
+			}
+			if resp, err := http.Get(p.ep.API + "/readyz"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	tok, err := os.ReadFile(p.ep.AdminTokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.admin = strings.TrimSpace(string(tok))
+	return p
+}
+
+func (p *devProc) log() string {
+	b, _ := os.ReadFile(p.stderr.Name())
+	if len(b) > 8000 {
+		b = b[len(b)-8000:]
+	}
+	return p.stdout.String() + string(b)
+}
+
+// kill sends sig and waits for the process to exit.
+func (p *devProc) kill(sig syscall.Signal) time.Duration {
+	if p.stopped {
+		return 0
+	}
+	p.stopped = true
+	start := time.Now()
+	_ = p.cmd.Process.Signal(sig)
+	_ = p.cmd.Wait()
+	p.stderr.Close()
+	return time.Since(start)
+}
+
+// call does an API request and decodes a JSON response into out (if non-nil).
+func (p *devProc) call(method, path, token string, body any, out any) (int, http.Header, []byte) {
+	p.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, p.ep.API+path, rd)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			p.t.Fatalf("%s %s: decode %s: %v", method, path, raw, err)
+		}
+	}
+	return resp.StatusCode, resp.Header, raw
+}
