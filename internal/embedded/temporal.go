@@ -110,7 +110,7 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 				InitialFailoverVersion: 1,
 				RPCAddress:             addr(frontend),
 				HTTPAddress:            addr(ports["frontend-http"]),
-				ClusterID:              "trainyard-dev",
+				ClusterID:              "6c1e5f2a-6d0e-4b8e-9a57-7a2d7e4f1c01", // fixed: one dev cluster per data dir
 			},
 		},
 	}
