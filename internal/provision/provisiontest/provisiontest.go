@@ -1,0 +1,103 @@
+// Package provisiontest helps test provisioners with a real long-running
+// process: it builds the fakeagent command and reads its marker file.
+package provisiontest
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// BuildFakeAgent compiles fakeagent into dir and returns its path.
+func BuildFakeAgent(dir string) (string, error) {
+	out := filepath.Join(dir, "fakeagent")
+	cmd := exec.Command("go", "build", "-o", out, "github.com/trainyard/trainyard/internal/provision/provisiontest/fakeagent")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build fakeagent: %w: %s", err, b)
+	}
+	return out, nil
+}
+
+// Record is one agent life read from a marker file.
+type Record struct {
+	PID     int
+	Args    []string
+	Env     map[string]string
+	Child   int
+	Stopped bool
+}
+
+// ReadMarker parses a marker file (missing: no records).
+func ReadMarker(path string) ([]Record, error) {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var recs []Record
+	byPID := map[int]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), " ")
+		cur := len(recs) - 1
+		switch k {
+		case "start":
+			pid, _ := strconv.Atoi(v)
+			byPID[pid] = len(recs)
+			recs = append(recs, Record{PID: pid, Env: map[string]string{}})
+		case "arg":
+			recs[cur].Args = append(recs[cur].Args, v)
+		case "env":
+			ek, ev, _ := strings.Cut(v, "=")
+			recs[cur].Env[ek] = ev
+		case "child":
+			recs[cur].Child, _ = strconv.Atoi(v)
+		case "stop":
+			pid, _ := strconv.Atoi(v)
+			if i, ok := byPID[pid]; ok {
+				recs[i].Stopped = true
+			}
+		}
+	}
+	return recs, sc.Err()
+}
+
+// WaitMarker polls the marker until cond holds or timeout passes (a
+// deadline for a condition, not a speed assertion).
+func WaitMarker(path string, timeout time.Duration, cond func([]Record) bool) ([]Record, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		recs, err := ReadMarker(path)
+		if err != nil {
+			return nil, err
+		}
+		if cond(recs) {
+			return recs, nil
+		}
+		if time.Now().After(deadline) {
+			return recs, fmt.Errorf("marker %s: condition not met within %v; records %+v", path, timeout, recs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ProcessGone reports whether pid has exited (absent, or a zombie awaiting
+// a reaper).
+func ProcessGone(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
