@@ -1,0 +1,80 @@
+# Admission: every piece of work is evaluated against data.trainyard.admission.
+# `allow` holds when no rule in `deny` fires; each denial is {rule, reason}.
+# The rule files beside this one (gpu_preservation, capacity, tiers, quotas,
+# providers) add to `deny`. Input is pre-aggregated by the Go side (usage
+# totals, per-node used resources), see internal/policy.
+package trainyard.admission
+
+import rego.v1
+
+params := data.trainyard.params
+
+default allow := false
+
+allow if count(deny) == 0
+
+deny contains {"rule": "input", "reason": "input.work is missing"} if not input.work
+
+deny contains {"rule": "input", "reason": "input.cluster.nodes is missing"} if not input.cluster.nodes
+
+# Roles with at least one GPU requested (fractions count).
+gpu_roles contains role if {
+	some role in input.work.roles
+	role.gpus > 0
+}
+
+# The board is the config's prefix unless given: hexagonal_4p -> hexagonal.
+board := input.work.board if input.work.board
+
+board := split(input.work.config, "_")[0] if {
+	not input.work.board
+	input.work.config
+}
+
+# Reserved GPUs, as "node:index" strings: the explicit list plus the lowest
+# reserved_per_node indices of every GPU node.
+reserved_gpus contains key if {
+	params.gpu_preservation.enabled
+	some key in params.gpu_preservation.reserved
+}
+
+reserved_gpus contains sprintf("%s:%d", [node.name, idx]) if {
+	params.gpu_preservation.enabled
+	n := object.get(params.gpu_preservation, "reserved_per_node", 0)
+	n > 0
+	some node in input.cluster.nodes
+	indices := sort([g.index | some g in object.get(node, "gpus", [])])
+	some i, idx in indices
+	i < n
+}
+
+reserved(node_name, idx) if sprintf("%s:%d", [node_name, idx]) in reserved_gpus
+
+# Unreserved GPUs of the cluster with their VRAM.
+free_gpus contains {"node": node.name, "index": g.index, "vram_mb": g.vram_mb} if {
+	some node in input.cluster.nodes
+	some g in object.get(node, "gpus", [])
+	not reserved(node.name, g.index)
+}
+
+nodes_by_name[node.name] := node if some node in input.cluster.nodes
+
+ephemeral_providers contains p if some p in params.providers.ephemeral
+
+ephemeral(node) if node.ephemeral
+
+ephemeral(node) if node.provider in ephemeral_providers
+
+# Tier of a node by its total VRAM: the first tier whose floor it reaches
+# (tiers are listed best first); 0 = no tier (CPU-only or tiny GPUs).
+node_tier[node.name] := tier if {
+	some node in input.cluster.nodes
+	total := sum([g.vram_mb | some g in object.get(node, "gpus", [])])
+	tiers := [t.tier | some t in params.tiers; total >= t.min_vram_mb]
+	tier := min(array.concat(tiers, [0 | count(tiers) == 0]))
+}
+
+# Human units for reasons: GB with one decimal, percent with one decimal.
+gb(mb) := round(mb / 100) / 10
+
+pct(x) := round(x * 1000) / 10

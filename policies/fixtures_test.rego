@@ -1,0 +1,23 @@
+# Shared fixtures for the policy tests: a small mixed fleet (seed 002 style)
+# and a seed-000 style CPU-only rollout job.
+package trainyard.admission_test
+
+import rego.v1
+
+h100 := {"name": "runpod-h100", "provider": "runpod", "ephemeral": false, "cpus": 32, "memory_mb": 256000, "gpus": [{"index": 0, "vram_mb": 81559}]}
+
+l40s := {"name": "nebius-l40s", "provider": "nebius", "ephemeral": false, "cpus": 16, "memory_mb": 128000, "gpus": [{"index": 0, "vram_mb": 46068}]}
+
+rtx3060 := {"name": "vast-3060", "provider": "vast", "ephemeral": true, "cpus": 8, "memory_mb": 64000, "gpus": [{"index": 0, "vram_mb": 12288}]}
+
+g5 := {"name": "g5-1", "provider": "aws", "ephemeral": false, "cpus": 7.5, "memory_mb": 30000, "gpus": [{"index": 0, "vram_mb": 23028}]}
+
+fleet := {"nodes": [h100, l40s, rtx3060]}
+
+trainer := {"name": "trainer", "count": 1, "cpus": 4, "gpus": 1, "memory_mb": 32000}
+
+rollout := {"name": "rollout_worker", "count": 7, "cpus": 6, "gpus": 0, "memory_mb": 24000}
+
+training_job := {"id": "w1", "kind": "training", "config": "hexagonal_4p", "roles": [trainer]}
+
+rules(denials) := {d.rule | some d in denials}

@@ -1,0 +1,25 @@
+# GPU preservation (seed 000): GPUs reserved for inference are never
+# allocated, and CPU-only roles (rollout workers, self-play) ask for no GPU
+# while preservation is on.
+package trainyard.admission
+
+import rego.v1
+
+deny contains {
+	"rule": "gpu_preservation",
+	"reason": sprintf("role %s asks for %v GPUs but GPU preservation keeps %s roles CPU-only", [role.name, role.gpus, role.name]),
+} if {
+	params.gpu_preservation.enabled
+	some role in input.work.roles
+	role.name in params.gpu_preservation.cpu_only_roles
+	role.gpus > 0
+}
+
+deny contains {
+	"rule": "gpu_preservation",
+	"reason": sprintf("role %s is placed on GPU %d of node %s, which is reserved for inference", [p.role, g.index, p.node]),
+} if {
+	some p in input.placement
+	some g in object.get(p, "gpus", [])
+	reserved(p.node, g.index)
+}

@@ -1,0 +1,47 @@
+# Quotas (seed 002 config_quotas): a config's share of Tier-1 GPU time over
+# the rolling window, at most max_training_per_config training jobs per
+# config, and a priority boost for work starved longer than the threshold.
+# The Go side aggregates usage over the window into totals.
+package trainyard.admission
+
+import rego.v1
+
+# Exact config names win over glob patterns such as square8_*.
+quota := params.config_quotas[input.work.config]
+
+quota := q if {
+	not params.config_quotas[input.work.config]
+	matches := [v | some pattern, v in params.config_quotas; contains(pattern, "*"); glob.match(pattern, ["_"], input.work.config)]
+	count(matches) > 0
+	q := min(matches)
+}
+
+tier1_share := input.usage.tier1_gpu_seconds_by_config[input.work.config] / input.usage.tier1_capacity_seconds if {
+	input.usage.tier1_capacity_seconds > 0
+}
+
+deny contains {
+	"rule": "config_quota",
+	"reason": sprintf("config %s used %v%% of Tier-1 GPU time over the last %vh; its quota is %v%%", [input.work.config, pct(tier1_share), params.quota_window_hours, pct(quota)]),
+} if {
+	count(gpu_roles) > 0
+	tier1_share > quota
+}
+
+deny contains {
+	"rule": "one_training_per_config",
+	"reason": sprintf("config %s already has %d training job(s) running; at most %d at a time", [input.work.config, running, limit]),
+} if {
+	input.work.kind == "training"
+	limit := object.get(params, "max_training_per_config", 1)
+	running := object.get(input.usage, ["running_training_by_config", input.work.config], 0)
+	running >= limit
+}
+
+# Effective priority: work starved longer than boost_after_seconds is
+# boosted so it sorts ahead of fresher work of the same base priority.
+starved if object.get(input.work, "waiting_seconds", 0) >= params.starvation.boost_after_seconds
+
+priority := object.get(input.work, "priority", 0) + params.starvation.boost if starved
+
+priority := object.get(input.work, "priority", 0) if not starved

@@ -1,0 +1,62 @@
+package trainyard.admission_test
+
+import rego.v1
+
+import data.trainyard.admission
+
+day_tier1 := 5 * 86400 # five Tier-1 GPUs over a 24 h window
+
+usage(config, seconds) := {"tier1_capacity_seconds": day_tier1, "tier1_gpu_seconds_by_config": {config: seconds}}
+
+test_quota_lookup_table if {
+	cases := [
+		{"config": "hexagonal_4p", "quota": 0.25},
+		{"config": "square19_2p", "quota": 0.05},
+		{"config": "square8_3p", "quota": 0.10},
+		{"config": "hex8_2p", "quota": 0.10},
+	]
+	every c in cases {
+		q := admission.quota with input as {"work": {"config": c.config}}
+		q == c.quota
+	}
+	not admission.quota with input as {"work": {"config": "hexagonal_5p"}}
+}
+
+test_hexagonal_4p_within_quota_allowed if {
+	admission.allow with input as {"work": training_job, "cluster": fleet, "usage": usage("hexagonal_4p", 0.25 * day_tier1)}
+}
+
+test_hexagonal_4p_over_quota_denied if {
+	d := admission.deny with input as {"work": training_job, "cluster": fleet, "usage": usage("hexagonal_4p", 0.26 * day_tier1)}
+	d == {{"rule": "config_quota", "reason": "config hexagonal_4p used 26% of Tier-1 GPU time over the last 24h; its quota is 25%"}}
+}
+
+test_other_configs_usage_does_not_count if {
+	admission.allow with input as {"work": training_job, "cluster": fleet, "usage": usage("hexagonal_2p", 0.9 * day_tier1)}
+}
+
+test_cpu_only_work_not_subject_to_quota if {
+	job := {"id": "c", "kind": "rollout", "config": "hexagonal_4p", "roles": [{"name": "r", "cpus": 1, "gpus": 0, "memory_mb": 1}]}
+	admission.allow with input as {"work": job, "cluster": fleet, "usage": usage("hexagonal_4p", day_tier1)}
+}
+
+test_one_training_per_config if {
+	u := {"running_training_by_config": {"hexagonal_4p": 1}}
+	d := admission.deny with input as {"work": training_job, "cluster": fleet, "usage": u}
+	d == {{"rule": "one_training_per_config", "reason": "config hexagonal_4p already has 1 training job(s) running; at most 1 at a time"}}
+	selfplay := object.union(training_job, {"kind": "selfplay"})
+	admission.allow with input as {"work": selfplay, "cluster": fleet, "usage": u}
+}
+
+test_starvation_boost_after_4h if {
+	cases := [
+		{"waiting": 0, "priority": 5},
+		{"waiting": 14399, "priority": 5},
+		{"waiting": 14400, "priority": 105},
+		{"waiting": 86400, "priority": 105},
+	]
+	every c in cases {
+		p := admission.priority with input as {"work": {"priority": 5, "waiting_seconds": c.waiting}}
+		p == c.priority
+	}
+}
