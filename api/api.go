@@ -17,6 +17,8 @@ import (
 
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/pluginstore"
+	"github.com/trainyard/trainyard/plugins"
 )
 
 // Version is reported in the OpenAPI document.
@@ -29,7 +31,10 @@ type Deps struct {
 	Namespace string
 	Tokens    *auth.Store
 	Store     *objstore.Store
-	Logger    *slog.Logger
+	// Plugins validates uploads; PluginStore keeps them.
+	Plugins     *plugins.Runtime
+	PluginStore *pluginstore.Store
+	Logger      *slog.Logger
 	// Ready lists the named checks /readyz runs; all must pass.
 	Ready map[string]func(context.Context) error
 }
@@ -59,6 +64,7 @@ func New(d Deps) *Server {
 	s.registerSystem()
 	s.registerWorkflows()
 	s.registerTokens()
+	s.registerPlugins()
 	return s
 }
 
@@ -68,6 +74,10 @@ func (s *Server) Handler() http.Handler {
 	logged := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/plugins" {
+			// Multipart bodies bypass huma's body limit; cap the upload here.
+			r.Body = http.MaxBytesReader(rec, r.Body, MaxPluginBytes+1<<20)
+		}
 		s.mux.ServeHTTP(rec, r)
 		level := slog.LevelInfo
 		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {

@@ -7,7 +7,10 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/pluginstore"
+	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows/healthcheck"
+	"github.com/trainyard/trainyard/workflows/pluginrun"
 )
 
 // ControlTaskQueue is where the control-plane worker polls.
@@ -16,6 +19,7 @@ const ControlTaskQueue = "trainyard-control"
 // Deps are the side-effecting services activities use.
 type Deps struct {
 	Store    *objstore.Store
+	Plugins  *plugins.Runtime
 	Identity string
 }
 
@@ -23,4 +27,6 @@ type Deps struct {
 func Register(w worker.Registry, d Deps) {
 	w.RegisterWorkflowWithOptions(healthcheck.Workflow, workflow.RegisterOptions{Name: healthcheck.Name})
 	w.RegisterActivity(&healthcheck.Activities{Store: d.Store, Identity: d.Identity})
+	w.RegisterWorkflowWithOptions(pluginrun.Workflow, workflow.RegisterOptions{Name: pluginrun.Name})
+	w.RegisterActivity(&pluginrun.Activities{Runtime: d.Plugins, Store: pluginstore.New(d.Store)})
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -18,7 +19,9 @@ import (
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/temporalx"
+	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows"
+	"github.com/trainyard/trainyard/workflows/pluginrun"
 )
 
 // The pieces `dev`, `server` and `worker` share.
@@ -41,11 +44,11 @@ func addS3Flags(fs *pflag.FlagSet, c *objstore.Config) {
 }
 
 // startWorker runs the control-plane worker.
-func startWorker(c client.Client, store *objstore.Store) (worker.Worker, error) {
+func startWorker(c client.Client, store *objstore.Store, rt *plugins.Runtime) (worker.Worker, error) {
 	host, _ := os.Hostname()
 	identity := fmt.Sprintf("control@%s:%d", host, os.Getpid())
 	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{Identity: identity})
-	workflows.Register(w, workflows.Deps{Store: store, Identity: identity})
+	workflows.Register(w, workflows.Deps{Store: store, Plugins: rt, Identity: identity})
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start control worker: %w", err)
 	}
@@ -67,6 +70,25 @@ func ensureAdminToken(tokens *auth.Store, file string) (created bool, err error)
 		return false, fmt.Errorf("write admin token: %w", err)
 	}
 	return true, nil
+}
+
+// SearchAttributes are the custom search attributes trainyard's workflows
+// set; `dev` registers them, an external Temporal needs them created once
+// (see README).
+var searchAttributes = map[string]enumspb.IndexedValueType{
+	pluginrun.SearchAttribute.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+}
+
+func addPluginFlags(fs *pflag.FlagSet, dir *string) {
+	def := ""
+	if c, err := os.UserCacheDir(); err == nil {
+		def = filepath.Join(c, "trainyard", "wasm")
+	}
+	fs.StringVar(dir, "plugin-cache-dir", def, "on-disk cache of compiled WASM plugins (empty: memory only)")
+}
+
+func newPluginRuntime(ctx context.Context, dir string) (*plugins.Runtime, error) {
+	return plugins.NewRuntime(ctx, plugins.RuntimeConfig{CacheDir: dir})
 }
 
 type apiServer struct {

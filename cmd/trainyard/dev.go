@@ -16,6 +16,7 @@ import (
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/embedded"
 	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/telemetry"
 	"github.com/trainyard/trainyard/internal/temporalx"
 )
@@ -105,12 +106,13 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 	stops = append(stops, s3.Stop)
 
 	tsrv, err := embedded.StartTemporal(embedded.TemporalOptions{
-		DatabaseFile:  filepath.Join(dir, "temporal.db"),
-		IP:            o.ip,
-		FrontendPort:  o.temporalPort,
-		Namespaces:    []string{"default"},
-		Logger:        log.With("component", "temporal-server"),
-		DynamicConfig: embedded.DefaultDynamicConfig(),
+		DatabaseFile:     filepath.Join(dir, "temporal.db"),
+		IP:               o.ip,
+		FrontendPort:     o.temporalPort,
+		Namespaces:       []string{"default"},
+		SearchAttributes: searchAttributes,
+		Logger:           log.With("component", "temporal-server"),
+		DynamicConfig:    embedded.DefaultDynamicConfig(),
 	})
 	if err != nil {
 		return err
@@ -144,13 +146,20 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 		return err
 	}
 
-	w, err := startWorker(tc, store)
+	rt, err := newPluginRuntime(ctx, filepath.Join(dir, "wasm-cache"))
+	if err != nil {
+		return err
+	}
+	stops = append(stops, func() { _ = rt.Close(context.Background()) })
+
+	w, err := startWorker(tc, store, rt)
 	if err != nil {
 		return err
 	}
 	stops = append(stops, w.Stop)
 
 	srv := api.New(api.Deps{Temporal: tc, Namespace: "default", Tokens: tokens, Store: store, Logger: log,
+		Plugins: rt, PluginStore: pluginstore.New(store),
 		Ready: readyChecks(tc, store)})
 	as, err := serveAPI(fmt.Sprintf("%s:%d", o.ip, o.apiPort), srv.Handler(), log)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/trainyard/trainyard/api"
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/telemetry"
 	"github.com/trainyard/trainyard/internal/temporalx"
 )
@@ -23,6 +24,7 @@ type serverOptions struct {
 	adminTokenFile string
 	temporal       temporalx.Options
 	s3             objstore.Config
+	wasmDir        string
 }
 
 func newServerCmd(g *globals) *cobra.Command {
@@ -39,6 +41,7 @@ func newServerCmd(g *globals) *cobra.Command {
 	f.StringVar(&o.adminTokenFile, "admin-token-file", "/var/lib/trainyard/admin.token", "where the first admin token is written when the token store is empty")
 	addTemporalFlags(f, &o.temporal)
 	addS3Flags(f, &o.s3)
+	addPluginFlags(f, &o.wasmDir)
 	return cmd
 }
 
@@ -74,7 +77,13 @@ func runServer(ctx context.Context, g *globals, o *serverOptions) error {
 	} else if created {
 		log.Info("created the first admin token", "file", o.adminTokenFile)
 	}
+	rt, err := newPluginRuntime(ctx, o.wasmDir)
+	if err != nil {
+		return err
+	}
+	defer rt.Close(context.Background())
 	srv := api.New(api.Deps{Temporal: tc, Namespace: o.temporal.Namespace, Tokens: tokens, Store: store, Logger: log,
+		Plugins: rt, PluginStore: pluginstore.New(store),
 		Ready: readyChecks(tc, store)})
 	as, err := serveAPI(o.listen, srv.Handler(), log)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 type workerOptions struct {
 	temporal temporalx.Options
 	s3       objstore.Config
+	wasmDir  string
 }
 
 func newWorkerCmd(g *globals) *cobra.Command {
@@ -28,6 +29,7 @@ func newWorkerCmd(g *globals) *cobra.Command {
 	}
 	addTemporalFlags(cmd.Flags(), &o.temporal)
 	addS3Flags(cmd.Flags(), &o.s3)
+	addPluginFlags(cmd.Flags(), &o.wasmDir)
 	return cmd
 }
 
@@ -53,7 +55,12 @@ func runWorker(ctx context.Context, g *globals, o *workerOptions) error {
 	if err != nil {
 		return err
 	}
-	w, err := startWorker(tc, store)
+	rt, err := newPluginRuntime(ctx, o.wasmDir)
+	if err != nil {
+		return err
+	}
+	defer rt.Close(context.Background())
+	w, err := startWorker(tc, store, rt)
 	if err != nil {
 		return err
 	}

@@ -161,3 +161,16 @@ func (p *devProc) call(method, path, token string, body any, out any) (int, http
 	}
 	return resp.StatusCode, resp.Header, raw
 }
+
+// waitFor polls cond for up to 30 s (visibility in Temporal is eventually
+// consistent, so listings lag writes slightly).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 30s")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

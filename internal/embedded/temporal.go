@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
@@ -36,7 +37,9 @@ type TemporalOptions struct {
 	// FrontendPort is the gRPC port clients use; 0 picks a free one.
 	FrontendPort int
 	Namespaces   []string
-	Logger       *slog.Logger
+	// SearchAttributes are registered on each namespace when it is created.
+	SearchAttributes map[string]enumspb.IndexedValueType
+	Logger           *slog.Logger
 	// DynamicConfig overrides server defaults (keys as in Temporal's docs).
 	DynamicConfig map[string]any
 }
@@ -86,7 +89,7 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 	}
 	addr := func(p int) string { return net.JoinHostPort(opts.IP, strconv.Itoa(p)) }
 
-	sqlConf, err := sqliteConfig(opts.DatabaseFile, opts.Namespaces)
+	sqlConf, err := sqliteConfig(opts.DatabaseFile, opts.Namespaces, opts.SearchAttributes)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +174,7 @@ func (t *Temporal) Stop() error {
 	return t.server.Stop()
 }
 
-func sqliteConfig(file string, namespaces []string) (*config.SQL, error) {
+func sqliteConfig(file string, namespaces []string, attrs map[string]enumspb.IndexedValueType) (*config.SQL, error) {
 	conf := &config.SQL{
 		PluginName:   sqliteplugin.PluginName,
 		DatabaseName: file,
@@ -190,7 +193,7 @@ func sqliteConfig(file string, namespaces []string) (*config.SQL, error) {
 	}
 	nss := make([]*sqliteschema.NamespaceConfig, 0, len(namespaces))
 	for _, ns := range namespaces {
-		nc, err := sqliteschema.NewNamespaceConfig("active", ns, false, nil)
+		nc, err := sqliteschema.NewNamespaceConfig("active", ns, false, attrs)
 		if err != nil {
 			return nil, fmt.Errorf("namespace %s: %w", ns, err)
 		}

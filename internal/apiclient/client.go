@@ -1,0 +1,138 @@
+// Package apiclient is the CLI's HTTP client for the Trainyard API. Errors
+// come back as *Problem, built from the server's RFC 9457 documents, so the
+// CLI can print one readable line.
+package apiclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Client talks to one Trainyard API with one token.
+type Client struct {
+	BaseURL string
+	Token   string
+	HTTP    *http.Client
+}
+
+// New returns a client for baseURL authenticating with token.
+func New(baseURL, token string) *Client {
+	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), Token: token, HTTP: &http.Client{Timeout: 15 * time.Minute}}
+}
+
+// Problem is an API error.
+type Problem struct {
+	Status int    `json:"status"`
+	Title  string `json:"title"`
+	Detail string `json:"detail"`
+	Errors []struct {
+		Location string `json:"location"`
+		Message  string `json:"message"`
+	} `json:"errors"`
+}
+
+func (p *Problem) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d %s", p.Status, p.Title)
+	if p.Detail != "" {
+		b.WriteString(": " + p.Detail)
+	}
+	for _, e := range p.Errors {
+		if e.Location != "" {
+			fmt.Fprintf(&b, "; %s: %s", e.Location, e.Message)
+		} else {
+			fmt.Fprintf(&b, "; %s", e.Message)
+		}
+	}
+	switch p.Status {
+	case http.StatusUnauthorized:
+		b.WriteString(" (hint: set TRAINYARD_TOKEN or --token)")
+	case http.StatusForbidden:
+		b.WriteString(" (hint: ask an admin for a token with a higher role)")
+	}
+	return b.String()
+}
+
+// JSON sends in (if non-nil) as JSON and decodes the response into out.
+func (c *Client) JSON(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	ct := ""
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body, ct = bytes.NewReader(b), "application/json"
+	}
+	return c.Do(ctx, method, path, body, ct, out)
+}
+
+// Upload sends file as the multipart form field named field.
+func (c *Client) Upload(ctx context.Context, path, field, filename string, data []byte, out any) error {
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	h := make(map[string][]string)
+	h["Content-Disposition"] = []string{fmt.Sprintf(`form-data; name=%q; filename=%q`, field, filename)}
+	h["Content-Type"] = []string{"application/wasm"}
+	pw, err := mw.CreatePart(h)
+	if err != nil {
+		return err
+	}
+	if _, err := pw.Write(data); err != nil {
+		return err
+	}
+	if err := mw.Close(); err != nil {
+		return err
+	}
+	return c.Do(ctx, http.MethodPost, path, &buf, mw.FormDataContentType(), out)
+}
+
+// Do performs a request; out may be nil, a *[]byte for raw bytes, or a
+// pointer to decode JSON into.
+func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, contentType string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, body)
+	if err != nil {
+		return err
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the Trainyard API at %s: %w (is `trainyard dev` running? set --url or TRAINYARD_URL)", c.BaseURL, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("%s %s: read response: %w", method, path, err)
+	}
+	if resp.StatusCode >= 400 {
+		p := &Problem{}
+		if json.Unmarshal(raw, p) != nil || p.Status == 0 {
+			p = &Problem{Status: resp.StatusCode, Title: http.StatusText(resp.StatusCode), Detail: strings.TrimSpace(string(raw))}
+		}
+		return p
+	}
+	switch o := out.(type) {
+	case nil:
+		return nil
+	case *[]byte:
+		*o = raw
+		return nil
+	default:
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("%s %s: decode response: %w", method, path, err)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,43 @@
+// Package pluginrun runs an uploaded env plugin with random actions on a
+// worker: the "does it run here, and how fast" check behind
+// `POST /v1/plugins/{id}/test-runs`.
+package pluginrun
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/trainyard/trainyard/plugins"
+)
+
+// Name is the workflow type.
+const Name = "PluginTestRun"
+
+// SearchAttribute lists the plugins a workflow uses, so that deleting a
+// plugin that running work needs can be refused.
+var SearchAttribute = temporal.NewSearchAttributeKeyKeywordList("TrainyardPlugins")
+
+// Input says what to run.
+type Input struct {
+	PluginID string `json:"plugin_id"`
+	Envs     int    `json:"envs"`
+	Steps    int    `json:"steps"`
+	Seed     uint64 `json:"seed"`
+}
+
+// Workflow runs one rollout activity; a plugin that traps or times out is
+// not retried, since it would fail the same way again.
+func Workflow(ctx workflow.Context, in Input) (plugins.RolloutStats, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			MaximumAttempts:        3,
+			NonRetryableErrorTypes: []string{ErrPluginFailed},
+		},
+	})
+	var st plugins.RolloutStats
+	err := workflow.ExecuteActivity(ctx, (*Activities).Rollout, in).Get(ctx, &st)
+	return st, err
+}
