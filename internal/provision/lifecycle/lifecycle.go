@@ -295,3 +295,29 @@ func LogTail(ctx context.Context, r Runner, dir string, lines int) string {
 	_, rest, _ := strings.Cut(out, "\n")
 	return strings.TrimSpace(rest)
 }
+
+// CheckStaysUp waits d and fails, with the log's tail, if the agent in dir
+// died meanwhile; its pid file is removed so nothing half-started remains.
+// d <= 0 skips the check.
+func CheckStaysUp(ctx context.Context, r Runner, dir string, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	st, err := Status(ctx, r, dir, "")
+	if err != nil {
+		return err
+	}
+	if st.Alive {
+		return nil
+	}
+	tail := LogTail(ctx, r, dir, 20)
+	_ = Stop(ctx, r, dir, 0)
+	return fmt.Errorf("agent exited right after start; log %s/%s ends with:\n%s", st.Dir, LogFile, tail)
+}

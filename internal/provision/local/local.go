@@ -95,32 +95,12 @@ func (p *Provisioner) Start(ctx context.Context, node spec.Node, l provision.Age
 		return provision.Handle{}, fmt.Errorf("node %q: %w", node.Name, err)
 	}
 	h := provision.Handle{Node: node.Name, Kind: spec.KindLocal, PID: res.PID, Dir: res.Dir, Started: res.Started}
-	if res.Started && p.StartCheck > 0 {
-		if err := checkStaysUp(ctx, r, dir, p.StartCheck); err != nil {
+	if res.Started {
+		if err := lifecycle.CheckStaysUp(ctx, r, dir, p.StartCheck); err != nil {
 			return provision.Handle{}, fmt.Errorf("node %q: %w", node.Name, err)
 		}
 	}
 	return h, nil
-}
-
-// checkStaysUp waits d and fails, with the log's tail, if the agent died;
-// the dead agent's pid file is removed so nothing half-started remains.
-func checkStaysUp(ctx context.Context, r lifecycle.Runner, dir string, d time.Duration) error {
-	select {
-	case <-time.After(d):
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	st, err := lifecycle.Status(ctx, r, dir, "")
-	if err != nil {
-		return err
-	}
-	if st.Alive {
-		return nil
-	}
-	tail := lifecycle.LogTail(ctx, r, dir, 20)
-	_ = lifecycle.Stop(ctx, r, dir, 0)
-	return fmt.Errorf("agent exited right after start; log %s ends with:\n%s", filepath.Join(dir, lifecycle.LogFile), tail)
 }
 
 // Stop stops node's agent (SIGTERM, SIGKILL after Grace).
