@@ -8,6 +8,10 @@
 // reproduced): an Env seeded with s draws from math/rand/v2's PCG seeded with
 // (s, Stream), one Float64 per state variable in order x, x_dot, theta,
 // theta_dot, mapped to -0.05 + 0.1*u.
+//
+// Bit-identity holds between targets that round every float operation
+// (amd64 at GOAMD64 v1/v2, wasm); targets where Go fuses multiply-adds
+// (arm64, amd64 v3) may differ in the last bits, math.Sin/Cos included.
 package cartpole
 
 import (

@@ -7,6 +7,10 @@
 // Only the random stream differs from Gymnasium: an Env seeded with s draws
 // from math/rand/v2's PCG seeded with (s, Stream), one Float64 u for theta
 // (-pi + 2*pi*u) then one for theta_dot (-1 + 2*u).
+//
+// Bit-identity holds between targets that round every float operation
+// (amd64 at GOAMD64 v1/v2, wasm); targets where Go fuses multiply-adds
+// (arm64, amd64 v3) may differ in the last bits, math.Sin/Cos included.
 package pendulum
 
 import (
