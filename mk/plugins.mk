@@ -23,7 +23,7 @@ $(ASC): sdk/assemblyscript/package.json sdk/assemblyscript/package-lock.json
 
 $(PLUGINS_OUT)/cartpole-as.wasm: $(ASC) $(AS_SDK_SRC) $(wildcard plugins/examples/cartpole-as/assembly/*.ts)
 	@mkdir -p $(PLUGINS_OUT)
-	$(ASC) plugins/examples/cartpole-as/assembly/index.ts -o $@ --runtime stub -O3 --noAssert \
+	$(ASC) plugins/examples/cartpole-as/assembly/index.ts -o $@ --runtime incremental -O3 --noAssert \
 	  --use abort=sdk/assemblyscript/assembly/index/abortTrap
 
 plugins-clean:

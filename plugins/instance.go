@@ -41,26 +41,28 @@ const (
 	fnGameSave
 	fnGameRestore
 	fnGameObserve
+	fnFree
 	numFns
 )
 
 var fnNames = [numFns]string{"abi_version", "metadata", "alloc", "last_error", "init", "reset", "step_batch",
 	"reward_batch", "game_reset", "game_to_move", "game_legal", "game_apply", "game_outcome", "game_save",
-	"game_restore", "game_observe"}
+	"game_restore", "game_observe", "free"}
 
 // instance is one sandboxed instantiation. It is used by one goroutine at a
 // time; once broken it is closed and never reused.
 type instance struct {
-	m      *Module
-	label  string
-	mod    api.Module
-	mem    api.Memory
-	fns    [numFns]api.Function
-	stack  [16]uint64
-	stderr *tailWriter
-	dl     *deadlined
-	broken bool
-	reward *rewardBufs // reward plugins: buffers of this instance
+	m       *Module
+	label   string
+	mod     api.Module
+	mem     api.Memory
+	fns     [numFns]api.Function
+	stack   [16]uint64
+	stderr  *tailWriter
+	dl      *deadlined
+	broken  bool
+	reward  *rewardBufs // reward plugins: buffers of this instance
+	envBufs *envBufs    // env plugins: batch buffers of this instance
 }
 
 // tailWriter keeps the last max bytes the guest wrote to stderr, for errors.
@@ -300,6 +302,21 @@ func (in *instance) alloc(ctx context.Context, size int) (uint32, error) {
 		return 0, &CallError{Plugin: in.label, Call: "alloc", Err: fmt.Errorf("%w: alloc(%d) returned %#x outside memory", ErrProtocol, size, p)}
 	}
 	return p, nil
+}
+
+// free releases buffers from alloc (free is an optional export: guests with
+// a bump allocator omit it). Failures break the instance like any call.
+func (in *instance) free(ctx context.Context, ptrs ...uint32) error {
+	if in.fns[fnFree] == nil {
+		return nil
+	}
+	for _, p := range ptrs {
+		in.stack[0] = uint64(p)
+		if err := in.call(ctx, fnFree, 1, in.m.limits.CallTimeout); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // bytesAt views guest memory (valid until the guest's memory grows, i.e.

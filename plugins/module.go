@@ -68,6 +68,9 @@ func (r *Runtime) Load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 	if !bytes.HasPrefix(wasm, wasmMagic) {
 		return nil, invalid(m.label, fmt.Errorf("%w: the first bytes are %q", ErrNotWasm, head(wasm, 8)))
 	}
+	if err := precheck(wasm); err != nil {
+		return nil, invalid(m.label, err)
+	}
 	r.mu.Lock()
 	closed := r.closed
 	r.mu.Unlock()

@@ -66,9 +66,15 @@ func (in *instance) rewardBuffers(ctx context.Context, n, od, ad int) (*rewardBu
 	if n <= b.cap && od == b.od && ad == b.ad {
 		return b, nil
 	}
-	c := max(n, 2*b.cap) // grow geometrically; old buffers stay (bounded by the memory limit)
+	c := max(n, 2*b.cap) // grow geometrically
 	if c > in.m.limits.MaxEnvs {
 		c = n
+	}
+	if b.cap > 0 {
+		if err := in.free(ctx, b.obs, b.actions, b.nextObs, b.envRewards, b.out); err != nil {
+			return nil, err
+		}
+		b.cap = 0
 	}
 	sizes := []int{4 * c * od, 4 * c * ad, 4 * c * od, 4 * c, 4 * c}
 	ptrs := []*uint32{&b.obs, &b.actions, &b.nextObs, &b.envRewards, &b.out}

@@ -58,17 +58,34 @@ func (v *VecEnv) start() error {
 		v.m.release(in)
 		return err
 	}
+	// Buffers stay with the instance across pooled reuse and are only
+	// replaced (and freed) when a larger batch needs more room.
 	n, od, ad := v.n, v.od, v.ad
-	sizes := []int{4 * n * ad, 4 * n * od, 4 * n, n, n, 4 * n * od}
-	ptrs := []*uint32{&v.actions, &v.obs, &v.rewards, &v.term, &v.trunc, &v.finalObs}
-	for i, size := range sizes {
-		p, err := in.alloc(v.ctx, size)
-		if err != nil {
-			v.m.release(in)
-			return err
-		}
-		*ptrs[i] = p
+	if b := in.envBufs; b != nil && b.n < n {
+		n = max(n, min(2*b.n, v.m.limits.MaxEnvs)) // grow geometrically
 	}
+	if b := in.envBufs; b == nil || b.n < n || b.od != od || b.ad != ad {
+		if b != nil {
+			in.envBufs = nil
+			if err := in.free(v.ctx, b.ptrs[:]...); err != nil {
+				v.m.release(in)
+				return err
+			}
+		}
+		b = &envBufs{n: n, od: od, ad: ad}
+		sizes := []int{4 * n * ad, 4 * n * od, 4 * n, n, n, 4 * n * od}
+		for i, size := range sizes {
+			p, err := in.alloc(v.ctx, size)
+			if err != nil {
+				v.m.release(in)
+				return err
+			}
+			b.ptrs[i] = p
+		}
+		in.envBufs = b
+	}
+	p := in.envBufs.ptrs
+	v.actions, v.obs, v.rewards, v.term, v.trunc, v.finalObs = p[0], p[1], p[2], p[3], p[4], p[5]
 	v.in = in
 	return nil
 }
@@ -158,4 +175,10 @@ func (v *VecEnv) Close() error {
 	v.closed = true
 	v.drop()
 	return nil
+}
+
+// envBufs are an env instance's batch buffers in guest memory.
+type envBufs struct {
+	n, od, ad int
+	ptrs      [6]uint32 // actions, obs, rewards, terminated, truncated, final_obs
 }

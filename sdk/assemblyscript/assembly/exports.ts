@@ -4,6 +4,7 @@ export {
   metadata,
   lastError as last_error,
   alloc,
+  free,
   init,
   reset,
   stepBatch as step_batch,

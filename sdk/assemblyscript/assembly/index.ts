@@ -7,7 +7,7 @@
 //   class MyEnv extends Env { ... }
 //   registerEnv(META_JSON, (): Env => new MyEnv());
 //
-// Build with --runtime stub (no GC: the SDK allocates once per init) and
+// Build with --runtime incremental (buffers from alloc are freed with free) and
 // --use abort=<sdk>/assembly/index/abortTrap so the module imports nothing.
 
 export const ABI_VERSION: i32 = 1;
@@ -83,10 +83,14 @@ export function alloc(size: u32): usize {
   return heap.alloc(<usize>((size + 7) & ~7));
 }
 
+export function free(ptr: usize): void {
+  heap.free(ptr);
+}
+
 export function init(n: i32, seed: u64): i32 {
   if (n <= 0) return fail(STATUS_BAD_INPUT, "init: n must be > 0, got " + n.toString());
   if (factory == null) return fail(STATUS_FAULT, "init: no env registered");
-  // Reuse instances across inits: the stub runtime never frees.
+  // Instances are kept across inits (a pooled instance is re-inited).
   while (envs.length < n) {
     envs.push(factory!());
     steps.push(0);
