@@ -3,7 +3,7 @@
 # cache; the AssemblyScript toolchain comes from npm (package-lock.json).
 PLUGINS_OUT := $(CACHE)/plugins
 ASC := sdk/assemblyscript/node_modules/.bin/asc
-GO_PLUGINS := shaping tictactoe
+GO_PLUGINS := cartpole pendulum shaping tictactoe
 AS_PLUGINS := cartpole-as
 AS_SDK_SRC := $(wildcard sdk/assemblyscript/assembly/*.ts)
 

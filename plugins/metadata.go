@@ -46,7 +46,7 @@ func (m Metadata) Spec() envs.Spec {
 // Label names the plugin in errors and logs.
 func (m Metadata) Label() string { return m.Name + "@" + m.Version }
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // parseMetadata decodes and checks a metadata document.
 func parseMetadata(b []byte, l Limits) (Metadata, error) {

@@ -1,0 +1,24 @@
+// Package spec converts a native envs.Spec to plugin SDK metadata, so the
+// shipped plugins declare exactly the spaces of their native references.
+package spec
+
+import (
+	"github.com/trainyard/trainyard/internal/envs"
+	"github.com/trainyard/trainyard/sdk/go/plugin"
+)
+
+// Metadata is the env plugin metadata for s.
+func Metadata(s envs.Spec, version, description string) plugin.Metadata {
+	return plugin.Metadata{
+		Name:            s.Name,
+		Version:         version,
+		Description:     description,
+		Observation:     space(s.Observation),
+		Action:          space(s.Action),
+		MaxEpisodeSteps: s.MaxEpisodeSteps,
+	}
+}
+
+func space(s envs.Space) plugin.Space {
+	return plugin.Space{Kind: string(s.Kind), Shape: s.Shape, Low: s.Low, High: s.High, N: s.N, Nvec: s.Nvec}
+}
