@@ -85,6 +85,9 @@ type NodeVerdict struct {
 // cluster is the mutable view of one round.
 type cluster struct {
 	nodes []*nodeState
+	// empty is the same nodes with nothing running, built on first need;
+	// trials on it always roll back, so one serves a whole round.
+	empty *cluster
 }
 
 func (s *Scheduler) newCluster(nodes []Node, empty bool) *cluster {
@@ -117,7 +120,10 @@ func (s *Scheduler) placeIn(c *cluster, nodes []Node, w *Work, keep []Assignment
 		return p
 	}
 	// Would it fit on the empty cluster? If not, waiting is pointless.
-	empty := s.try(s.newCluster(nodes, true), w, keep, false)
+	if c.empty == nil {
+		c.empty = s.newCluster(nodes, true)
+	}
+	empty := s.try(c.empty, w, keep, false)
 	if empty.Status != Placed {
 		empty.Status = Infeasible
 		empty.Reason = "infeasible even on an empty cluster: " + empty.Reason
