@@ -65,6 +65,7 @@ func New(d Deps) *Server {
 	s.registerWorkflows()
 	s.registerTokens()
 	s.registerPlugins()
+	s.registerClusters()
 	return s
 }
 

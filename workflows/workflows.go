@@ -3,13 +3,20 @@
 package workflows
 
 import (
+	"time"
+
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginstore"
+	"github.com/trainyard/trainyard/internal/provision"
 	"github.com/trainyard/trainyard/plugins"
+	"github.com/trainyard/trainyard/workflows/cluster"
 	"github.com/trainyard/trainyard/workflows/healthcheck"
+	"github.com/trainyard/trainyard/workflows/job"
 	"github.com/trainyard/trainyard/workflows/pluginrun"
 )
 
@@ -20,7 +27,11 @@ const ControlTaskQueue = "trainyard-control"
 type Deps struct {
 	Store    *objstore.Store
 	Plugins  *plugins.Runtime
+	Client   client.Client
 	Identity string
+	// Provisioners start and stop node agents; Launch builds their command.
+	Provisioners provision.Set
+	Launch       func(cluster string, node spec.Node, secret string, heartbeat time.Duration) provision.AgentLaunch
 }
 
 // Register adds all control-plane workflows and activities to w.
@@ -29,4 +40,14 @@ func Register(w worker.Registry, d Deps) {
 	w.RegisterActivity(&healthcheck.Activities{Store: d.Store, Identity: d.Identity})
 	w.RegisterWorkflowWithOptions(pluginrun.Workflow, workflow.RegisterOptions{Name: pluginrun.Name})
 	w.RegisterActivity(&pluginrun.Activities{Runtime: d.Plugins, Store: pluginstore.New(d.Store)})
+	w.RegisterWorkflowWithOptions(cluster.Workflow, workflow.RegisterOptions{Name: cluster.Name})
+	w.RegisterActivity(&cluster.Activities{Provisioners: d.Provisioners, Launch: d.Launch})
+	w.RegisterWorkflowWithOptions(job.Workflow, workflow.RegisterOptions{Name: job.Name})
+	w.RegisterActivity(&job.Activities{Client: d.Client})
+}
+
+// RegisterAgent adds what a node agent executes to its worker (polling the
+// node's own task queue, cluster.NodeQueue); job processes start in dir.
+func RegisterAgent(w worker.Registry, dir string) {
+	w.RegisterActivity(&job.AgentActivities{Dir: dir})
 }

@@ -17,7 +17,12 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/trainyard/trainyard/internal/auth"
+	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/provision"
+	"github.com/trainyard/trainyard/internal/provision/local"
+	"github.com/trainyard/trainyard/internal/provision/ssh"
+	"github.com/trainyard/trainyard/internal/provision/static"
 	"github.com/trainyard/trainyard/internal/temporalx"
 	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows"
@@ -43,12 +48,53 @@ func addS3Flags(fs *pflag.FlagSet, c *objstore.Config) {
 	fs.BoolVar(&c.Insecure, "s3-insecure", false, "plain HTTP to the S3 endpoint")
 }
 
+// agentLaunch says how control planes start agents: this very binary, in
+// `agent` mode, dialing temporalAddr.
+type agentLaunch struct {
+	temporalAddr, namespace string
+	agentsDir               string // local provisioner state
+}
+
+func addAgentFlags(fs *pflag.FlagSet, a *agentLaunch, defaultDir string) {
+	fs.StringVar(&a.agentsDir, "agents-dir", defaultDir, "state of agents started by the local provisioner")
+	fs.StringVar(&a.temporalAddr, "agent-temporal-address", "", "Temporal address that started agents dial (default: --temporal-address)")
+}
+
+func (a agentLaunch) provisioners() (provision.Set, error) {
+	dir, err := filepath.Abs(a.agentsDir)
+	if err != nil {
+		return nil, err
+	}
+	return provision.Set{spec.KindLocal: local.New(dir), spec.KindSSH: ssh.New(), spec.KindStatic: static.New()}, nil
+}
+
+func (a agentLaunch) launch(clusterName string, node spec.Node, secret string, heartbeat time.Duration) provision.AgentLaunch {
+	bin, _ := os.Executable()
+	args := []string{"agent", "--cluster", clusterName, "--node", node.Name,
+		"--temporal-address", a.temporalAddr, "--temporal-namespace", a.namespace,
+		"--heartbeat-interval", heartbeat.String()}
+	if node.Provisioner.Kind == spec.KindLocal {
+		// Local agents share this machine: each gets the GPUs its spec lists.
+		desc := node.GPUDescription()
+		if desc == "" {
+			desc = "none"
+		}
+		args = append(args, "--gpus", desc)
+	}
+	return provision.AgentLaunch{Binary: bin, Args: args, Env: map[string]string{"TRAINYARD_JOIN_SECRET": secret}}
+}
+
 // startWorker runs the control-plane worker.
-func startWorker(c client.Client, store *objstore.Store, rt *plugins.Runtime) (worker.Worker, error) {
+func startWorker(c client.Client, store *objstore.Store, rt *plugins.Runtime, al agentLaunch) (worker.Worker, error) {
 	host, _ := os.Hostname()
 	identity := fmt.Sprintf("control@%s:%d", host, os.Getpid())
+	provs, err := al.provisioners()
+	if err != nil {
+		return nil, err
+	}
 	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{Identity: identity})
-	workflows.Register(w, workflows.Deps{Store: store, Plugins: rt, Identity: identity})
+	workflows.Register(w, workflows.Deps{Store: store, Plugins: rt, Client: c, Identity: identity,
+		Provisioners: provs, Launch: al.launch})
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start control worker: %w", err)
 	}

@@ -152,7 +152,7 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 	}
 	stops = append(stops, func() { _ = rt.Close(context.Background()) })
 
-	w, err := startWorker(tc, store, rt)
+	w, err := startWorker(tc, store, rt, agentLaunch{temporalAddr: tsrv.Address, namespace: "default", agentsDir: filepath.Join(dir, "agents")})
 	if err != nil {
 		return err
 	}

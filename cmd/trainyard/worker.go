@@ -17,6 +17,7 @@ type workerOptions struct {
 	temporal temporalx.Options
 	s3       objstore.Config
 	wasmDir  string
+	agents   agentLaunch
 }
 
 func newWorkerCmd(g *globals) *cobra.Command {
@@ -30,6 +31,7 @@ func newWorkerCmd(g *globals) *cobra.Command {
 	addTemporalFlags(cmd.Flags(), &o.temporal)
 	addS3Flags(cmd.Flags(), &o.s3)
 	addPluginFlags(cmd.Flags(), &o.wasmDir)
+	addAgentFlags(cmd.Flags(), &o.agents, "/var/lib/trainyard/agents")
 	return cmd
 }
 
@@ -60,7 +62,11 @@ func runWorker(ctx context.Context, g *globals, o *workerOptions) error {
 		return err
 	}
 	defer rt.Close(context.Background())
-	w, err := startWorker(tc, store, rt)
+	if o.agents.temporalAddr == "" {
+		o.agents.temporalAddr = o.temporal.Address
+	}
+	o.agents.namespace = o.temporal.Namespace
+	w, err := startWorker(tc, store, rt, o.agents)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,283 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"gopkg.in/yaml.v3"
+
+	"github.com/trainyard/trainyard/internal/auth"
+	"github.com/trainyard/trainyard/internal/cluster/spec"
+	"github.com/trainyard/trainyard/workflows"
+	"github.com/trainyard/trainyard/workflows/cluster"
+	"github.com/trainyard/trainyard/workflows/job"
+)
+
+type clusterUpInput struct {
+	HeartbeatTimeout string `query:"heartbeat_timeout" maxLength:"20" doc:"A node without a heartbeat this long is Dead (e.g. 15s, the default; applies when the cluster workflow starts)."`
+	RegisterTimeout  string `query:"register_timeout" maxLength:"20" doc:"How long up waits for a started agent to register (e.g. 60s, the default)."`
+	RawBody          []byte `contentType:"application/yaml" doc:"The cluster spec, YAML or JSON (see deploy/examples)."`
+}
+
+type clusterRefOutput struct {
+	Body struct {
+		Cluster    string `json:"cluster"`
+		WorkflowID string `json:"workflow_id"`
+	}
+}
+
+type clusterNameInput struct {
+	Name string `path:"name" maxLength:"63"`
+}
+
+type clusterStatusOutput struct {
+	Body cluster.Status
+}
+
+type listClustersOutput struct {
+	Body struct {
+		Clusters []string `json:"clusters"`
+	}
+}
+
+type addNodeInput struct {
+	Name    string `path:"name" maxLength:"63"`
+	RawBody []byte `contentType:"application/yaml" doc:"One node as in a cluster spec's nodes list, YAML or JSON."`
+}
+
+type removeNodeInput struct {
+	Name string `path:"name" maxLength:"63"`
+	Node string `path:"node" maxLength:"63"`
+}
+
+type submitJobInput struct {
+	Name string `path:"name" maxLength:"63"`
+	Body struct {
+		Command  []string          `json:"command" minItems:"1" doc:"argv of the process."`
+		Env      map[string]string `json:"env,omitempty" doc:"Extra environment (the rest is a minimal allow-list)."`
+		CPUs     float64           `json:"cpus,omitempty" minimum:"0" default:"1"`
+		GPUs     int               `json:"gpus,omitempty" minimum:"0" maximum:"64"`
+		MemoryMB int64             `json:"memory_mb,omitempty" minimum:"0"`
+	}
+}
+
+type jobIDInput struct {
+	ID string `path:"id" maxLength:"255"`
+}
+
+type jobOutput struct {
+	Body struct {
+		WorkflowID string       `json:"workflow_id"`
+		Status     string       `json:"status"`
+		Progress   job.Progress `json:"progress"`
+		Result     *job.Result  `json:"result,omitempty"`
+		Error      string       `json:"error,omitempty"`
+	}
+}
+
+func (s *Server) registerClusters() {
+	up := op(http.MethodPost, "/v1/clusters", "cluster-up",
+		"Bring a cluster up from its spec (idempotent: nodes already up are left alone)", auth.Admin, "clusters")
+	up.DefaultStatus = http.StatusAccepted
+	up.Errors = append(up.Errors, http.StatusUnprocessableEntity)
+	huma.Register(s.API, up, func(ctx context.Context, in *clusterUpInput) (*clusterRefOutput, error) {
+		hb, err := optDuration("query.heartbeat_timeout", in.HeartbeatTimeout)
+		if err != nil {
+			return nil, err
+		}
+		reg, err := optDuration("query.register_timeout", in.RegisterTimeout)
+		if err != nil {
+			return nil, err
+		}
+		c, err := spec.Parse(in.RawBody)
+		if err != nil {
+			return nil, specError(err)
+		}
+		secret := make([]byte, 24)
+		_, _ = rand.Read(secret)
+		_, err = s.d.Temporal.SignalWithStartWorkflow(ctx, cluster.WorkflowID(c.Name), cluster.SignalCommand,
+			cluster.Command{Op: cluster.OpUp, Spec: c},
+			client.StartWorkflowOptions{ID: cluster.WorkflowID(c.Name), TaskQueue: workflows.ControlTaskQueue,
+				WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE},
+			cluster.Name, cluster.State{Name: c.Name, Settings: cluster.Settings{
+				HeartbeatTimeout: hb, RegisterTimeout: reg, JoinSecret: hex.EncodeToString(secret)}})
+		if err != nil {
+			return nil, temporalErr("cluster up", err)
+		}
+		out := &clusterRefOutput{}
+		out.Body.Cluster, out.Body.WorkflowID = c.Name, cluster.WorkflowID(c.Name)
+		return out, nil
+	})
+
+	huma.Register(s.API, op(http.MethodGet, "/v1/clusters", "list-clusters", "Clusters whose workflow runs", auth.Viewer, "clusters"),
+		func(ctx context.Context, _ *struct{}) (*listClustersOutput, error) {
+			resp, err := s.d.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+				Namespace: s.d.Namespace, Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", cluster.Name)})
+			if err != nil {
+				return nil, temporalErr("list clusters", err)
+			}
+			out := &listClustersOutput{}
+			out.Body.Clusters = []string{}
+			for _, e := range resp.GetExecutions() {
+				out.Body.Clusters = append(out.Body.Clusters, e.GetExecution().GetWorkflowId()[len("cluster/"):])
+			}
+			return out, nil
+		})
+
+	huma.Register(s.API, op(http.MethodGet, "/v1/clusters/{name}", "cluster-status",
+		"Per-node health (Healthy/Idle/Dead/...), resources total and used, running jobs, recent events", auth.Viewer, "clusters"),
+		func(ctx context.Context, in *clusterNameInput) (*clusterStatusOutput, error) {
+			v, err := s.d.Temporal.QueryWorkflow(ctx, cluster.WorkflowID(in.Name), "", cluster.QueryStatus)
+			if err != nil {
+				return nil, temporalErr("cluster "+in.Name, err)
+			}
+			out := &clusterStatusOutput{}
+			if err := v.Get(&out.Body); err != nil {
+				return nil, huma.Error500InternalServerError("decode cluster status", err)
+			}
+			return out, nil
+		})
+
+	for _, c := range []struct {
+		path, id, summary string
+		op                cluster.Op
+	}{
+		{"/v1/clusters/{name}/down", "cluster-down", "Drain running work and stop every agent", cluster.OpDown},
+		{"/v1/clusters/{name}/restart", "cluster-restart", "Stop every agent, then start them again", cluster.OpRestart},
+	} {
+		o := op(http.MethodPost, c.path, c.id, c.summary, auth.Admin, "clusters")
+		o.DefaultStatus = http.StatusAccepted
+		cmdOp := c.op
+		huma.Register(s.API, o, func(ctx context.Context, in *clusterNameInput) (*clusterRefOutput, error) {
+			if err := s.d.Temporal.SignalWorkflow(ctx, cluster.WorkflowID(in.Name), "", cluster.SignalCommand, cluster.Command{Op: cmdOp}); err != nil {
+				return nil, temporalErr("cluster "+in.Name, err)
+			}
+			out := &clusterRefOutput{}
+			out.Body.Cluster, out.Body.WorkflowID = in.Name, cluster.WorkflowID(in.Name)
+			return out, nil
+		})
+	}
+
+	add := op(http.MethodPost, "/v1/clusters/{name}/nodes", "cluster-add-node", "Add a node to a running cluster and start its agent", auth.Admin, "clusters")
+	add.DefaultStatus = http.StatusAccepted
+	huma.Register(s.API, add, func(ctx context.Context, in *addNodeInput) (*clusterRefOutput, error) {
+		var node any
+		if err := yaml.Unmarshal(in.RawBody, &node); err != nil {
+			return nil, huma.Error422UnprocessableEntity("node spec", &huma.ErrorDetail{Location: "body", Message: err.Error()})
+		}
+		doc, _ := yaml.Marshal(map[string]any{"name": in.Name, "nodes": []any{node}})
+		c, err := spec.Parse(doc)
+		if err != nil {
+			return nil, specError(err)
+		}
+		if err := s.d.Temporal.SignalWorkflow(ctx, cluster.WorkflowID(in.Name), "", cluster.SignalCommand, cluster.Command{Op: cluster.OpAdd, Node: &c.Nodes[0]}); err != nil {
+			return nil, temporalErr("cluster "+in.Name, err)
+		}
+		out := &clusterRefOutput{}
+		out.Body.Cluster, out.Body.WorkflowID = in.Name, cluster.WorkflowID(in.Name)
+		return out, nil
+	})
+
+	rm := op(http.MethodDelete, "/v1/clusters/{name}/nodes/{node}", "cluster-remove-node", "Drain a node, stop its agent and remove it", auth.Admin, "clusters")
+	rm.DefaultStatus = http.StatusAccepted
+	huma.Register(s.API, rm, func(ctx context.Context, in *removeNodeInput) (*clusterRefOutput, error) {
+		if err := s.d.Temporal.SignalWorkflow(ctx, cluster.WorkflowID(in.Name), "", cluster.SignalCommand, cluster.Command{Op: cluster.OpRemove, Name: in.Node}); err != nil {
+			return nil, temporalErr("cluster "+in.Name, err)
+		}
+		out := &clusterRefOutput{}
+		out.Body.Cluster, out.Body.WorkflowID = in.Name, cluster.WorkflowID(in.Name)
+		return out, nil
+	})
+
+	submit := op(http.MethodPost, "/v1/clusters/{name}/jobs", "submit-job",
+		"Run a command on a node of the cluster with the CPUs, GPUs and memory it asks for", auth.Operator, "jobs")
+	submit.DefaultStatus = http.StatusCreated
+	huma.Register(s.API, submit, func(ctx context.Context, in *submitJobInput) (*workflowRefOutput, error) {
+		if _, err := s.d.Temporal.DescribeWorkflowExecution(ctx, cluster.WorkflowID(in.Name), ""); err != nil {
+			return nil, temporalErr("cluster "+in.Name, err)
+		}
+		run, err := s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "job-" + uuid.NewString(), TaskQueue: workflows.ControlTaskQueue},
+			job.Name, job.Input{Cluster: in.Name, Command: in.Body.Command, Env: in.Body.Env, CPUs: in.Body.CPUs, GPUs: in.Body.GPUs, MemoryMB: in.Body.MemoryMB})
+		if err != nil {
+			return nil, temporalErr("submit job", err)
+		}
+		return &workflowRefOutput{Body: WorkflowRef{WorkflowID: run.GetID(), RunID: run.GetRunID()}}, nil
+	})
+
+	huma.Register(s.API, op(http.MethodGet, "/v1/jobs/{id}", "get-job", "A job's state, node, GPUs, why it waits, and its result", auth.Viewer, "jobs"),
+		func(ctx context.Context, in *jobIDInput) (*jobOutput, error) {
+			desc, err := s.d.Temporal.DescribeWorkflowExecution(ctx, in.ID, "")
+			if err != nil {
+				return nil, temporalErr("job "+in.ID, err)
+			}
+			out := &jobOutput{}
+			out.Body.WorkflowID = in.ID
+			out.Body.Status = statusName(desc.GetWorkflowExecutionInfo().GetStatus())
+			if v, err := s.d.Temporal.QueryWorkflow(ctx, in.ID, "", job.QueryProgress); err == nil {
+				_ = v.Get(&out.Body.Progress)
+			}
+			if out.Body.Status != "running" {
+				var res job.Result
+				if err := s.d.Temporal.GetWorkflow(ctx, in.ID, "").Get(ctx, &res); err != nil {
+					out.Body.Error = err.Error()
+				} else {
+					out.Body.Result = &res
+				}
+			}
+			return out, nil
+		})
+}
+
+func optDuration(loc, v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, huma.Error422UnprocessableEntity("invalid duration", &huma.ErrorDetail{Location: loc, Message: "want a positive duration like 15s or 2m", Value: v})
+	}
+	return d, nil
+}
+
+// specError turns spec validation errors into field-level problem details.
+func specError(err error) error {
+	var details []error
+	for _, e := range unwrapAll(err) {
+		var fe *spec.FieldError
+		if errors.As(e, &fe) {
+			loc := "body"
+			if fe.Node != "" {
+				loc += ".nodes[" + fe.Node + "]"
+			}
+			if fe.Field != "" {
+				loc += "." + fe.Field
+			}
+			details = append(details, &huma.ErrorDetail{Location: loc, Message: fe.Error()})
+		}
+	}
+	if len(details) == 0 {
+		details = append(details, &huma.ErrorDetail{Location: "body", Message: err.Error()})
+	}
+	return huma.Error422UnprocessableEntity("invalid cluster spec", details...)
+}
+
+func unwrapAll(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, unwrapAll(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}

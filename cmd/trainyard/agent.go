@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/trainyard/trainyard/internal/agent/detect"
+	"github.com/trainyard/trainyard/internal/telemetry"
+	"github.com/trainyard/trainyard/internal/temporalx"
+	"github.com/trainyard/trainyard/workflows"
+	"github.com/trainyard/trainyard/workflows/cluster"
+)
+
+type agentOptions struct {
+	cluster   string
+	node      string
+	gpus      string
+	workDir   string
+	heartbeat time.Duration
+	temporal  temporalx.Options
+}
+
+func newAgentCmd(g *globals) *cobra.Command {
+	o := &agentOptions{}
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run a node agent: a Temporal worker on the node's own task queue that reports resources and runs jobs",
+		Long: "agent detects the node's CPUs, memory and GPUs (nvidia-smi, or --gpus), heartbeats to its cluster's\n" +
+			"workflow and runs the jobs placed on it with exactly the GPUs they were given. The join secret comes\n" +
+			"from TRAINYARD_JOIN_SECRET. Usually started by `trainyard cluster up`; systemd units in deploy/systemd.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runAgent(cmd.Context(), g, o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.cluster, "cluster", "", "cluster name (required)")
+	f.StringVar(&o.node, "node", "", "this node's name in the cluster spec (required)")
+	f.StringVar(&o.gpus, "gpus", "", `GPUs instead of nvidia-smi: "0:TITAN X:12GB,1:GTX 1080 Ti:11GB", "2xA100:80GB" or "none"`)
+	f.StringVar(&o.workDir, "work-dir", "", "where job processes start (default: the agent's state dir, else the current dir)")
+	f.DurationVar(&o.heartbeat, "heartbeat-interval", 5*time.Second, "how often to report to the cluster")
+	addTemporalFlags(f, &o.temporal)
+	return cmd
+}
+
+func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
+	if o.cluster == "" || o.node == "" {
+		return fmt.Errorf("agent: --cluster and --node are required")
+	}
+	log, err := g.logger()
+	if err != nil {
+		return err
+	}
+	log = log.With("cluster", o.cluster, "node", o.node)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	shutdownOTel, err := telemetry.Setup(ctx, "trainyard-agent")
+	if err != nil {
+		return err
+	}
+	defer shutdownOTel(context.Background())
+
+	dopts := detect.Options{GPUs: o.gpus}
+	res, err := detect.Detect(ctx, dopts)
+	if err != nil {
+		return fmt.Errorf("agent %s: detect resources: %w", o.node, err)
+	}
+	dir := o.workDir
+	if dir == "" {
+		dir = os.Getenv("TRAINYARD_AGENT_DIR")
+	}
+	if dir == "" {
+		dir, _ = os.Getwd()
+	}
+	dir, _ = filepath.Abs(dir)
+
+	o.temporal.Logger = log
+	tc, err := temporalx.Dial(ctx, o.temporal)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	w := worker.New(tc, cluster.NodeQueue(o.cluster, o.node), worker.Options{Identity: "agent@" + o.node})
+	workflows.RegisterAgent(w, dir)
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("agent %s: start worker: %w", o.node, err)
+	}
+	defer w.Stop()
+	log.Info("agent running", "cpus", res.CPUs, "memory_mb", res.MemoryMB, "gpus", len(res.GPUs), "queue", cluster.NodeQueue(o.cluster, o.node))
+
+	hb := cluster.Heartbeat{Node: o.node, AgentID: uuid.NewString(), Secret: os.Getenv("TRAINYARD_JOIN_SECRET"), Resources: res, PID: os.Getpid()}
+	t := time.NewTicker(o.heartbeat)
+	defer t.Stop()
+	for {
+		hb.GPUUtil = gpuUtil(ctx, dopts, len(res.GPUs))
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := tc.SignalWorkflow(sctx, cluster.WorkflowID(o.cluster), "", cluster.SignalHeartbeat, hb); err != nil && ctx.Err() == nil {
+			log.Warn("heartbeat not delivered", "err", err)
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			log.Info("agent stopping")
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// gpuUtil reads utilization from nvidia-smi; described GPUs report -1.
+func gpuUtil(ctx context.Context, o detect.Options, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = -1
+	}
+	if o.GPUs != "" {
+		return out
+	}
+	gs, err := detect.GPUs(ctx, o)
+	if err != nil {
+		return out
+	}
+	for i, g := range gs {
+		if i < n {
+			out[i] = g.UtilizationPct
+		}
+	}
+	return out
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/trainyard/trainyard/internal/apiclient"
+	"github.com/trainyard/trainyard/workflows/cluster"
+)
+
+func newClusterCmd() *cobra.Command {
+	cf := &clientFlags{}
+	cmd := &cobra.Command{Use: "cluster", Short: "Bring clusters up and down, add and remove nodes, show status"}
+	addClientFlags(cmd, cf)
+
+	var file string
+	var wait bool
+	var hbTimeout time.Duration
+	up := &cobra.Command{
+		Use:   "up -f SPEC.yaml",
+		Short: "Start every node's agent and wait until each registers (running it again is a no-op)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return err
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			path := "/v1/clusters"
+			if hbTimeout > 0 {
+				path += "?heartbeat_timeout=" + url.QueryEscape(hbTimeout.String())
+			}
+			var ref struct {
+				Cluster string `json:"cluster"`
+			}
+			if err := c.Do(cmd.Context(), http.MethodPost, path, strings.NewReader(string(data)), "application/yaml", &ref); err != nil {
+				return fmt.Errorf("cluster up %s: %w", file, err)
+			}
+			if !wait {
+				fmt.Fprintf(os.Stderr, "cluster %s: up requested\n", ref.Cluster)
+				return nil
+			}
+			st, err := waitSettled(cmd.Context(), c, ref.Cluster)
+			if err != nil {
+				return err
+			}
+			if err := cf.print(os.Stdout, st, func(w *tabwriter.Writer) { clusterTable(w, st) }); err != nil {
+				return err
+			}
+			if n := st.Totals.ByHealth[cluster.Failed]; n > 0 {
+				return fmt.Errorf("cluster %s: %d node(s) failed to come up (see ERROR above)", ref.Cluster, n)
+			}
+			return nil
+		},
+	}
+	up.Flags().StringVarP(&file, "file", "f", "", "cluster spec (YAML or JSON)")
+	up.Flags().BoolVar(&wait, "wait", true, "wait until every node registered or failed, showing progress")
+	up.Flags().DurationVar(&hbTimeout, "heartbeat-timeout", 0, "a node silent this long is Dead (default 15s)")
+	_ = up.MarkFlagRequired("file")
+
+	status := &cobra.Command{
+		Use:   "status NAME",
+		Short: "Per-node health and resources, like `ray status`",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var st cluster.Status
+			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/clusters/"+url.PathEscape(args[0]), nil, &st); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, st, func(w *tabwriter.Writer) { clusterTable(w, st) })
+		},
+	}
+
+	simple := func(use, short, suffix string) *cobra.Command {
+		return &cobra.Command{
+			Use: use + " NAME", Short: short, Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				c, err := cf.client()
+				if err != nil {
+					return err
+				}
+				if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/clusters/"+url.PathEscape(args[0])+suffix, nil, nil); err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "cluster %s: %s requested (follow with `trainyard cluster status %s`)\n", args[0], use, args[0])
+				return nil
+			},
+		}
+	}
+
+	nodes := &cobra.Command{Use: "nodes", Short: "Add or remove nodes of a running cluster"}
+	var nodeFile string
+	add := &cobra.Command{
+		Use: "add NAME -f NODE.yaml", Short: "Add a node (one entry of a spec's nodes list) and start its agent", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := os.ReadFile(nodeFile)
+			if err != nil {
+				return err
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			return c.Do(cmd.Context(), http.MethodPost, "/v1/clusters/"+url.PathEscape(args[0])+"/nodes", strings.NewReader(string(data)), "application/yaml", nil)
+		},
+	}
+	add.Flags().StringVarP(&nodeFile, "file", "f", "", "node spec (YAML or JSON)")
+	_ = add.MarkFlagRequired("file")
+	remove := &cobra.Command{
+		Use: "remove NAME NODE", Short: "Drain a node, stop its agent and remove it", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			return c.JSON(cmd.Context(), http.MethodDelete, "/v1/clusters/"+url.PathEscape(args[0])+"/nodes/"+url.PathEscape(args[1]), nil, nil)
+		},
+	}
+	nodes.AddCommand(add, remove)
+
+	cmd.AddCommand(up, simple("down", "Drain work and stop every agent", "/down"), simple("restart", "Stop and start every agent", "/restart"), status, nodes)
+	return cmd
+}
+
+// waitSettled polls status until no node is Pending, printing changes.
+func waitSettled(ctx context.Context, c *apiclient.Client, name string) (cluster.Status, error) {
+	last := ""
+	for {
+		var st cluster.Status
+		err := c.JSON(ctx, http.MethodGet, "/v1/clusters/"+url.PathEscape(name), nil, &st)
+		var p *apiclient.Problem
+		if err != nil && !(errors.As(err, &p) && p.Status == http.StatusServiceUnavailable) {
+			return st, err
+		}
+		if err == nil {
+			summary := healthSummary(st)
+			if summary != last {
+				fmt.Fprintf(os.Stderr, "cluster %s: %s\n", name, summary)
+				last = summary
+			}
+			if !st.Busy && len(st.Nodes) > 0 {
+				return st, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func healthSummary(st cluster.Status) string {
+	var parts []string
+	for h, n := range st.Totals.ByHealth {
+		parts = append(parts, fmt.Sprintf("%d %s", n, h))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+func clusterTable(w *tabwriter.Writer, st cluster.Status) {
+	fmt.Fprintf(w, "NODE\tHEALTH\tPROVIDER\tCPU (used/total)\tMEMORY (used/total)\tGPU (used/total)\tJOBS\tERROR\n")
+	for _, n := range st.Nodes {
+		gpu := fmt.Sprintf("%d/%d", len(n.Used.GPUs), len(n.Resources.GPUs))
+		if len(n.Resources.GPUs) > 0 {
+			gpu += " " + n.Resources.GPUs[0].Model
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%.1f/%.1f\t%s/%s\t%s\t%d\t%s\n", n.Name, n.Health, n.Provider,
+			n.Used.CPUs, n.Resources.CPUs, humanMB(n.Used.MemoryMB), humanMB(n.Resources.MemoryMB), gpu, len(n.Jobs), n.Error)
+	}
+	t := st.Totals
+	fmt.Fprintf(w, "TOTAL (%d nodes: %s)\t\t\t%.1f/%.1f\t%s/%s\t%d/%d\t\t\n", t.Nodes, healthSummary(st),
+		t.CPUsUsed, t.CPUs, humanMB(t.MemoryMBUsed), humanMB(t.MemoryMB), t.GPUsUsed, t.GPUs)
+}
+
+func humanMB(mb int64) string {
+	if mb >= 1024 {
+		return fmt.Sprintf("%.1fG", float64(mb)/1024)
+	}
+	return fmt.Sprintf("%dM", mb)
+}

@@ -1,0 +1,55 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/trainyard/trainyard/internal/cluster/spec"
+	"github.com/trainyard/trainyard/internal/provision"
+)
+
+// ErrBadNode marks start failures that retrying cannot fix.
+const ErrBadNode = "BadNode"
+
+// Activities start and stop agents through provisioners; they run on the
+// control-plane worker.
+type Activities struct {
+	Provisioners provision.Set
+	// Launch builds the command that starts node's agent (the trainyard
+	// binary, its flags, the join secret in its environment).
+	Launch func(cluster string, node spec.Node, secret string, heartbeat time.Duration) provision.AgentLaunch
+}
+
+// StartAgentInput names the node.
+type StartAgentInput struct {
+	Cluster string    `json:"cluster"`
+	Node    spec.Node `json:"node"`
+	Secret  string    `json:"secret"`
+	// Heartbeat is how often the agent must beat.
+	Heartbeat time.Duration `json:"heartbeat"`
+}
+
+// StopAgentInput names the node and its handle.
+type StopAgentInput struct {
+	Node   spec.Node        `json:"node"`
+	Handle provision.Handle `json:"handle"`
+}
+
+// StartAgent starts node's agent; it is idempotent, so a retried or
+// replayed start never runs a second agent.
+func (a *Activities) StartAgent(ctx context.Context, in StartAgentInput) (provision.Handle, error) {
+	h, err := a.Provisioners.Start(ctx, in.Node, a.Launch(in.Cluster, in.Node, in.Secret, in.Heartbeat))
+	if err != nil {
+		return h, fmt.Errorf("start agent: %w", err)
+	}
+	return h, nil
+}
+
+// StopAgent stops node's agent (a stopped one is fine).
+func (a *Activities) StopAgent(ctx context.Context, in StopAgentInput) error {
+	if err := a.Provisioners.Stop(ctx, in.Node, in.Handle); err != nil {
+		return fmt.Errorf("stop agent: %w", err)
+	}
+	return nil
+}

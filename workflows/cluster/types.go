@@ -1,0 +1,192 @@
+// Package cluster is the long-lived workflow that owns one cluster: it
+// brings node agents up and down through provisioners, tracks their health
+// from heartbeats, hands out node resources to jobs and takes them back
+// when a node dies. One workflow per cluster, id "cluster/<name>".
+package cluster
+
+import (
+	"time"
+
+	"github.com/trainyard/trainyard/internal/cluster/spec"
+	"github.com/trainyard/trainyard/internal/provision"
+	"github.com/trainyard/trainyard/internal/resources"
+)
+
+// Name is the workflow type.
+const Name = "Cluster"
+
+// Signal, query and update names.
+const (
+	SignalCommand   = "command"
+	SignalHeartbeat = "heartbeat"
+	SignalRelease   = "release"
+	QueryStatus     = "status"
+	UpdateAllocate  = "allocate"
+)
+
+// WorkflowID is the id of the cluster's workflow.
+func WorkflowID(cluster string) string { return "cluster/" + cluster }
+
+// NodeQueue is the task queue a node's agent polls.
+func NodeQueue(cluster, node string) string { return "node/" + cluster + "/" + node }
+
+// Settings are fixed for the life of the workflow.
+type Settings struct {
+	// HeartbeatTimeout turns a silent node Dead (default 15s); agents beat
+	// every third of it.
+	HeartbeatTimeout time.Duration `json:"heartbeat_timeout"`
+	// RegisterTimeout bounds how long `up` waits for a started agent's first
+	// heartbeat (default 60s).
+	RegisterTimeout time.Duration `json:"register_timeout"`
+	// DrainTimeout bounds how long `down` waits for running work (default 2m).
+	DrainTimeout time.Duration `json:"drain_timeout"`
+	// JoinSecret authenticates agents' heartbeats.
+	JoinSecret string `json:"join_secret"`
+}
+
+func (s Settings) withDefaults() Settings {
+	if s.HeartbeatTimeout <= 0 {
+		s.HeartbeatTimeout = 15 * time.Second
+	}
+	if s.RegisterTimeout <= 0 {
+		s.RegisterTimeout = 60 * time.Second
+	}
+	if s.DrainTimeout <= 0 {
+		s.DrainTimeout = 2 * time.Minute
+	}
+	return s
+}
+
+// Op is what a command asks for.
+type Op string
+
+const (
+	OpUp      Op = "up"
+	OpDown    Op = "down"
+	OpRestart Op = "restart"
+	OpAdd     Op = "add-node"
+	OpRemove  Op = "remove-node"
+)
+
+// Command is sent as SignalCommand.
+type Command struct {
+	Op   Op            `json:"op"`
+	Spec *spec.Cluster `json:"spec,omitempty"` // up
+	Node *spec.Node    `json:"node,omitempty"` // add-node
+	Name string        `json:"name,omitempty"` // remove-node
+}
+
+// Heartbeat is what an agent sends every few seconds.
+type Heartbeat struct {
+	Node      string             `json:"node"`
+	AgentID   string             `json:"agent_id"`
+	Secret    string             `json:"secret"`
+	Resources resources.Capacity `json:"resources"`
+	GPUUtil   []int              `json:"gpu_util,omitempty"` // percent per GPU, -1 unknown
+	PID       int                `json:"pid"`
+}
+
+// Release returns a job's allocation.
+type Release struct {
+	JobID string `json:"job_id"`
+}
+
+// AllocateRequest asks for resources on one node.
+type AllocateRequest struct {
+	JobID    string   `json:"job_id"`
+	CPUs     float64  `json:"cpus"`
+	GPUs     int      `json:"gpus"`
+	MemoryMB int64    `json:"memory_mb"`
+	Exclude  []string `json:"exclude,omitempty"` // nodes that failed this job
+}
+
+// Allocation is where a job runs.
+type Allocation struct {
+	Node  string `json:"node"`
+	Queue string `json:"queue"`
+	GPUs  []int  `json:"gpus"`
+}
+
+// Health of a node, as `ray status` shows it.
+type Health string
+
+const (
+	Pending Health = "Pending" // starting, not registered yet
+	Healthy Health = "Healthy" // heartbeating and running work
+	Idle    Health = "Idle"    // heartbeating, no work
+	Dead    Health = "Dead"    // no heartbeat within the timeout
+	Stopped Health = "Stopped"
+	Failed  Health = "Failed" // could not be started or never registered
+)
+
+// Usage is what jobs hold on a node.
+type Usage struct {
+	CPUs     float64 `json:"cpus"`
+	MemoryMB int64   `json:"memory_mb"`
+	GPUs     []int   `json:"gpus,omitempty"`
+}
+
+// NodeStatus is one node in the status query.
+type NodeStatus struct {
+	Name          string             `json:"name"`
+	Provider      string             `json:"provider,omitempty"`
+	Provisioner   string             `json:"provisioner"`
+	Ephemeral     bool               `json:"ephemeral,omitempty"`
+	Health        Health             `json:"health"`
+	Error         string             `json:"error,omitempty"`
+	Draining      bool               `json:"draining,omitempty"`
+	Resources     resources.Capacity `json:"resources" doc:"As reported by the agent (expected ones until it registers)."`
+	Used          Usage              `json:"used"`
+	GPUUtil       []int              `json:"gpu_util,omitempty"`
+	LastHeartbeat *time.Time         `json:"last_heartbeat,omitempty"`
+	AgentPID      int                `json:"agent_pid,omitempty"`
+	Jobs          []string           `json:"jobs,omitempty"`
+}
+
+// Totals sum the cluster.
+type Totals struct {
+	Nodes        int            `json:"nodes"`
+	ByHealth     map[Health]int `json:"by_health"`
+	CPUs         float64        `json:"cpus"`
+	CPUsUsed     float64        `json:"cpus_used"`
+	MemoryMB     int64          `json:"memory_mb"`
+	MemoryMBUsed int64          `json:"memory_mb_used"`
+	GPUs         int            `json:"gpus"`
+	GPUsUsed     int            `json:"gpus_used"`
+}
+
+// Status is the answer to QueryStatus.
+type Status struct {
+	Cluster string       `json:"cluster"`
+	Desired string       `json:"desired" enum:"up,down"`
+	Busy    bool         `json:"busy" doc:"An up, down or node change is in progress."`
+	Nodes   []NodeStatus `json:"nodes"`
+	Totals  Totals       `json:"totals"`
+	Events  []string     `json:"events" doc:"The latest cluster events, oldest first."`
+}
+
+// nodeState is the workflow's record of one node.
+type nodeState struct {
+	Spec      spec.Node          `json:"spec"`
+	Handle    provision.Handle   `json:"handle"`
+	Health    Health             `json:"health"`
+	Error     string             `json:"error,omitempty"`
+	Draining  bool               `json:"draining,omitempty"`
+	Reported  resources.Capacity `json:"reported"`
+	GPUUtil   []int              `json:"gpu_util,omitempty"`
+	LastBeat  time.Time          `json:"last_beat"`
+	AgentID   string             `json:"agent_id,omitempty"`
+	AgentPID  int                `json:"agent_pid,omitempty"`
+	Allocated map[string]Usage   `json:"allocated,omitempty"` // by job id
+}
+
+// State is carried across continue-as-new.
+type State struct {
+	Name     string                `json:"name"`
+	Settings Settings              `json:"settings"`
+	Desired  string                `json:"desired"`
+	Order    []string              `json:"order"` // node names in spec order
+	Nodes    map[string]*nodeState `json:"nodes"`
+	Events   []string              `json:"events"`
+	Pending  []Command             `json:"pending,omitempty"` // commands not yet run
+}

@@ -1,0 +1,492 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/trainyard/trainyard/internal/cluster/spec"
+	"github.com/trainyard/trainyard/internal/provision"
+)
+
+// maxEvents bounds the event log kept in state.
+const maxEvents = 50
+
+// historyLimit triggers continue-as-new well before Temporal's limits:
+// heartbeats add one event per node every few seconds.
+const historyLimit = 4000
+
+// Workflow owns one cluster until it is brought down and stays down.
+func Workflow(ctx workflow.Context, st State) error {
+	st.Settings = st.Settings.withDefaults()
+	if st.Nodes == nil {
+		st.Nodes = map[string]*nodeState{}
+	}
+	c := &controller{st: &st}
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return c.status(workflow.Now(ctx)), nil }); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAllocate, c.allocate, workflow.UpdateHandlerOptions{
+		Validator: func(req AllocateRequest) error {
+			if req.JobID == "" || req.CPUs < 0 || req.GPUs < 0 || req.MemoryMB < 0 {
+				return errors.New("allocate: job_id required, resources must be >= 0")
+			}
+			return nil
+		},
+	}); err != nil {
+		return err
+	}
+
+	commands := workflow.GetSignalChannel(ctx, SignalCommand)
+	beats := workflow.GetSignalChannel(ctx, SignalHeartbeat)
+	releases := workflow.GetSignalChannel(ctx, SignalRelease)
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{ErrBadNode}},
+	})
+
+	// One command runs at a time, in arrival order, in its own coroutine so
+	// that heartbeats and health ticks go on while it waits.
+	running := false
+	finished := workflow.NewBufferedChannel(ctx, 1)
+	runNext := func() {
+		if running || len(st.Pending) == 0 {
+			return
+		}
+		cmd := st.Pending[0]
+		st.Pending = st.Pending[1:]
+		running = true
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			c.run(gctx, actx, cmd)
+			running = false
+			finished.Send(gctx, true)
+		})
+	}
+
+	tick := st.Settings.HeartbeatTimeout / 3
+	var timer workflow.Future // one health tick pending at a time
+	for {
+		runNext()
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(commands, func(ch workflow.ReceiveChannel, _ bool) {
+			var cmd Command
+			ch.Receive(ctx, &cmd)
+			st.Pending = append(st.Pending, cmd)
+		})
+		sel.AddReceive(beats, func(ch workflow.ReceiveChannel, _ bool) {
+			var hb Heartbeat
+			ch.Receive(ctx, &hb)
+			c.heartbeat(workflow.Now(ctx), hb)
+		})
+		sel.AddReceive(releases, func(ch workflow.ReceiveChannel, _ bool) {
+			var r Release
+			ch.Receive(ctx, &r)
+			c.release(r.JobID)
+		})
+		if timer == nil {
+			timer = workflow.NewTimer(ctx, tick)
+		}
+		sel.AddFuture(timer, func(workflow.Future) {
+			timer = nil
+			c.checkHealth(workflow.Now(ctx))
+		})
+		sel.AddReceive(finished, func(ch workflow.ReceiveChannel, _ bool) { ch.Receive(ctx, nil) })
+		sel.Select(ctx)
+
+		if !running && len(st.Pending) == 0 && st.Desired == "down" && allStopped(st.Nodes) && commands.Len() == 0 {
+			c.event(workflow.Now(ctx), "cluster is down; workflow completes")
+			return nil
+		}
+		if !running && workflow.GetInfo(ctx).GetCurrentHistoryLength() > historyLimit {
+			drain(ctx, commands, beats, releases, c)
+			return workflow.NewContinueAsNewError(ctx, Workflow, st)
+		}
+	}
+}
+
+func allStopped(nodes map[string]*nodeState) bool {
+	for _, n := range nodes {
+		if n.Health != Stopped && n.Health != Failed {
+			return false
+		}
+	}
+	return true
+}
+
+// drain takes every buffered signal before continue-as-new loses it.
+func drain(ctx workflow.Context, commands, beats, releases workflow.ReceiveChannel, c *controller) {
+	for {
+		var cmd Command
+		if !commands.ReceiveAsync(&cmd) {
+			break
+		}
+		c.st.Pending = append(c.st.Pending, cmd)
+	}
+	for {
+		var hb Heartbeat
+		if !beats.ReceiveAsync(&hb) {
+			break
+		}
+		c.heartbeat(workflow.Now(ctx), hb)
+	}
+	for {
+		var r Release
+		if !releases.ReceiveAsync(&r) {
+			break
+		}
+		c.release(r.JobID)
+	}
+}
+
+type controller struct{ st *State }
+
+func (c *controller) event(now time.Time, format string, args ...any) {
+	c.st.Events = append(c.st.Events, now.UTC().Format(time.RFC3339)+" "+fmt.Sprintf(format, args...))
+	if len(c.st.Events) > maxEvents {
+		c.st.Events = c.st.Events[len(c.st.Events)-maxEvents:]
+	}
+}
+
+func (c *controller) run(ctx, actx workflow.Context, cmd Command) {
+	now := workflow.Now(ctx)
+	switch cmd.Op {
+	case OpUp:
+		c.st.Desired = "up"
+		if cmd.Spec != nil {
+			c.merge(*cmd.Spec)
+		}
+		c.event(now, "up requested for %d node(s)", len(c.st.Order))
+		c.bringUp(ctx, actx, c.st.Order)
+	case OpDown:
+		c.event(now, "down requested")
+		c.st.Desired = "down"
+		c.bringDown(ctx, actx, c.st.Order)
+	case OpRestart:
+		c.event(now, "restart requested")
+		c.bringDown(ctx, actx, c.st.Order)
+		c.st.Desired = "up"
+		c.bringUp(ctx, actx, c.st.Order)
+	case OpAdd:
+		if cmd.Node == nil {
+			return
+		}
+		if _, ok := c.st.Nodes[cmd.Node.Name]; ok {
+			c.event(now, "add-node %s: already in the cluster", cmd.Node.Name)
+			return
+		}
+		c.st.Nodes[cmd.Node.Name] = &nodeState{Spec: *cmd.Node, Health: Stopped}
+		c.st.Order = append(c.st.Order, cmd.Node.Name)
+		c.event(now, "node %s added", cmd.Node.Name)
+		if c.st.Desired == "up" {
+			c.bringUp(ctx, actx, []string{cmd.Node.Name})
+		}
+	case OpRemove:
+		if _, ok := c.st.Nodes[cmd.Name]; !ok {
+			c.event(now, "remove-node %s: no such node", cmd.Name)
+			return
+		}
+		c.bringDown(ctx, actx, []string{cmd.Name})
+		delete(c.st.Nodes, cmd.Name)
+		c.st.Order = slices.DeleteFunc(c.st.Order, func(n string) bool { return n == cmd.Name })
+		c.event(workflow.Now(ctx), "node %s removed", cmd.Name)
+	}
+}
+
+// merge takes nodes of a (re)submitted spec; nodes already known keep their
+// runtime state, so `up` twice is a no-op.
+func (c *controller) merge(s spec.Cluster) {
+	for _, n := range s.Nodes {
+		if ns, ok := c.st.Nodes[n.Name]; ok {
+			ns.Spec = n
+			continue
+		}
+		c.st.Nodes[n.Name] = &nodeState{Spec: n, Health: Stopped}
+		c.st.Order = append(c.st.Order, n.Name)
+	}
+}
+
+// bringUp starts the agents of names in parallel and waits for each to
+// register or fail; a node that never registers is stopped again so nothing
+// is left half-started.
+func (c *controller) bringUp(ctx, actx workflow.Context, names []string) {
+	wg := workflow.NewWaitGroup(ctx)
+	for _, name := range names {
+		n := c.st.Nodes[name]
+		if n == nil || n.Health == Healthy || n.Health == Idle || n.Health == Pending {
+			continue
+		}
+		n.Health, n.Error, n.Draining = Pending, "", false
+		n.LastBeat = time.Time{}
+		wg.Add(1)
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			defer wg.Done()
+			var h provision.Handle
+			err := workflow.ExecuteActivity(actx, (*Activities).StartAgent, StartAgentInput{Cluster: c.st.Name, Node: n.Spec, Secret: c.st.Settings.JoinSecret, Heartbeat: c.st.Settings.HeartbeatTimeout / 3}).Get(gctx, &h)
+			if err != nil {
+				n.Health, n.Error = Failed, rootCause(err)
+				c.event(workflow.Now(gctx), "node %s failed to start: %s", n.Spec.Name, n.Error)
+				return
+			}
+			n.Handle = h
+			ok, _ := workflow.AwaitWithTimeout(gctx, c.st.Settings.RegisterTimeout, func() bool { return !n.LastBeat.IsZero() })
+			if !ok {
+				n.Health = Failed
+				n.Error = fmt.Sprintf("agent started but did not register within %v", c.st.Settings.RegisterTimeout)
+				_ = workflow.ExecuteActivity(actx, (*Activities).StopAgent, StopAgentInput{Node: n.Spec, Handle: n.Handle}).Get(gctx, nil)
+				c.event(workflow.Now(gctx), "node %s: %s; stopped it", n.Spec.Name, n.Error)
+				return
+			}
+			c.event(workflow.Now(gctx), "node %s registered (agent pid %d)", n.Spec.Name, n.AgentPID)
+		})
+	}
+	wg.Wait(ctx)
+}
+
+// bringDown drains work (up to DrainTimeout) and stops the agents.
+func (c *controller) bringDown(ctx, actx workflow.Context, names []string) {
+	for _, name := range names {
+		if n := c.st.Nodes[name]; n != nil {
+			n.Draining = true
+		}
+	}
+	drained, _ := workflow.AwaitWithTimeout(ctx, c.st.Settings.DrainTimeout, func() bool {
+		for _, name := range names {
+			if n := c.st.Nodes[name]; n != nil && len(n.Allocated) > 0 && n.Health != Dead {
+				return false
+			}
+		}
+		return true
+	})
+	if !drained {
+		c.event(workflow.Now(ctx), "drain timed out after %v; stopping with work still running", c.st.Settings.DrainTimeout)
+	}
+	wg := workflow.NewWaitGroup(ctx)
+	for _, name := range names {
+		n := c.st.Nodes[name]
+		if n == nil || n.Health == Stopped {
+			continue
+		}
+		wg.Add(1)
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			defer wg.Done()
+			err := workflow.ExecuteActivity(actx, (*Activities).StopAgent, StopAgentInput{Node: n.Spec, Handle: n.Handle}).Get(gctx, nil)
+			if err != nil {
+				n.Error = "stop: " + rootCause(err)
+				c.event(workflow.Now(gctx), "node %s: %s", n.Spec.Name, n.Error)
+				return
+			}
+			n.Health, n.Allocated, n.Draining = Stopped, nil, false
+			c.event(workflow.Now(gctx), "node %s stopped", n.Spec.Name)
+		})
+	}
+	wg.Wait(ctx)
+}
+
+func (c *controller) heartbeat(now time.Time, hb Heartbeat) {
+	n, ok := c.st.Nodes[hb.Node]
+	if !ok || hb.Secret != c.st.Settings.JoinSecret {
+		c.event(now, "rejected heartbeat from %q: unknown node or wrong join secret", hb.Node)
+		return
+	}
+	if n.Health == Stopped && c.st.Desired == "down" {
+		return // a late beat from an agent being stopped
+	}
+	if n.Health == Dead {
+		c.event(now, "node %s is back", hb.Node)
+	}
+	n.LastBeat, n.AgentID, n.AgentPID, n.Reported, n.GPUUtil = now, hb.AgentID, hb.PID, hb.Resources, hb.GPUUtil
+	if n.Health != Stopped {
+		n.Health, n.Error = idleOrHealthy(n), ""
+	}
+}
+
+func idleOrHealthy(n *nodeState) Health {
+	if len(n.Allocated) > 0 {
+		return Healthy
+	}
+	return Idle
+}
+
+// checkHealth marks nodes Dead whose heartbeats stopped and takes their
+// allocations back: the jobs holding them re-allocate elsewhere.
+func (c *controller) checkHealth(now time.Time) {
+	for _, name := range c.st.Order {
+		n := c.st.Nodes[name]
+		if n.Health != Healthy && n.Health != Idle {
+			continue
+		}
+		if now.Sub(n.LastBeat) > c.st.Settings.HeartbeatTimeout {
+			n.Health = Dead
+			n.Error = fmt.Sprintf("no heartbeat for %v", now.Sub(n.LastBeat).Round(time.Second))
+			var jobs []string
+			for j := range n.Allocated {
+				jobs = append(jobs, j)
+			}
+			sort.Strings(jobs)
+			n.Allocated = nil
+			c.event(now, "node %s is Dead (%s); handed back %d job(s): %v", name, n.Error, len(jobs), jobs)
+		}
+	}
+}
+
+func (c *controller) release(job string) {
+	for _, name := range c.st.Order {
+		n := c.st.Nodes[name]
+		if _, ok := n.Allocated[job]; ok {
+			delete(n.Allocated, job)
+			if n.Health == Healthy {
+				n.Health = idleOrHealthy(n)
+			}
+		}
+	}
+}
+
+// allocate places a job on the live node with the most free GPUs (then
+// CPUs) that fits it, or says why none does.
+func (c *controller) allocate(ctx workflow.Context, req AllocateRequest) (Allocation, error) {
+	for _, name := range c.st.Order { // idempotent for retried requests
+		if u, ok := c.st.Nodes[name].Allocated[req.JobID]; ok {
+			return Allocation{Node: name, Queue: NodeQueue(c.st.Name, name), GPUs: u.GPUs}, nil
+		}
+	}
+	var best *nodeState
+	var bestFree []int
+	var reasons []string
+	for _, name := range c.st.Order {
+		n := c.st.Nodes[name]
+		if slices.Contains(req.Exclude, name) {
+			reasons = append(reasons, name+": excluded after a failure there")
+			continue
+		}
+		if (n.Health != Healthy && n.Health != Idle) || n.Draining {
+			reasons = append(reasons, fmt.Sprintf("%s: %s", name, healthWord(n)))
+			continue
+		}
+		used := usage(n)
+		freeGPUs := freeGPUs(n, used)
+		switch {
+		case len(freeGPUs) < req.GPUs:
+			reasons = append(reasons, fmt.Sprintf("%s: %d of %d GPU(s) free, need %d", name, len(freeGPUs), len(n.Reported.GPUs), req.GPUs))
+			continue
+		case n.Reported.CPUs-used.CPUs < req.CPUs:
+			reasons = append(reasons, fmt.Sprintf("%s: %.2f CPU free, need %.2f", name, n.Reported.CPUs-used.CPUs, req.CPUs))
+			continue
+		case n.Reported.MemoryMB-used.MemoryMB < req.MemoryMB:
+			reasons = append(reasons, fmt.Sprintf("%s: %d MiB memory free, need %d", name, n.Reported.MemoryMB-used.MemoryMB, req.MemoryMB))
+			continue
+		}
+		if best == nil || len(freeGPUs) > len(bestFree) || (len(freeGPUs) == len(bestFree) && n.Reported.CPUs-used.CPUs > best.Reported.CPUs-usage(best).CPUs) {
+			best, bestFree = n, freeGPUs
+		}
+	}
+	if best == nil {
+		return Allocation{}, temporal.NewApplicationError("no node can take the job now: "+joinReasons(reasons), ErrNoCapacity)
+	}
+	if best.Allocated == nil {
+		best.Allocated = map[string]Usage{}
+	}
+	u := Usage{CPUs: req.CPUs, MemoryMB: req.MemoryMB, GPUs: bestFree[:req.GPUs]}
+	best.Allocated[req.JobID] = u
+	best.Health = Healthy
+	return Allocation{Node: best.Spec.Name, Queue: NodeQueue(c.st.Name, best.Spec.Name), GPUs: u.GPUs}, nil
+}
+
+// ErrNoCapacity is the error type of a refused allocation.
+const ErrNoCapacity = "NoCapacity"
+
+func healthWord(n *nodeState) string {
+	if n.Draining {
+		return "draining"
+	}
+	return string(n.Health)
+}
+
+func joinReasons(r []string) string {
+	if len(r) == 0 {
+		return "the cluster has no nodes"
+	}
+	out := r[0]
+	for _, s := range r[1:] {
+		out += "; " + s
+	}
+	return out
+}
+
+func usage(n *nodeState) Usage {
+	var u Usage
+	keys := make([]string, 0, len(n.Allocated))
+	for k := range n.Allocated {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // deterministic order in workflow code
+	for _, k := range keys {
+		a := n.Allocated[k]
+		u.CPUs += a.CPUs
+		u.MemoryMB += a.MemoryMB
+		u.GPUs = append(u.GPUs, a.GPUs...)
+	}
+	return u
+}
+
+func freeGPUs(n *nodeState, used Usage) []int {
+	var free []int
+	for _, g := range n.Reported.GPUs {
+		if !slices.Contains(used.GPUs, g.Index) {
+			free = append(free, g.Index)
+		}
+	}
+	return free
+}
+
+func (c *controller) status(now time.Time) Status {
+	s := Status{Cluster: c.st.Name, Desired: c.st.Desired, Busy: len(c.st.Pending) > 0, Events: slices.Clone(c.st.Events)}
+	s.Totals.ByHealth = map[Health]int{}
+	for _, name := range c.st.Order {
+		n := c.st.Nodes[name]
+		u := usage(n)
+		res := n.Reported
+		if n.LastBeat.IsZero() {
+			res = n.Spec.Resources
+		}
+		ns := NodeStatus{
+			Name: name, Provider: n.Spec.Provider, Provisioner: n.Spec.Provisioner.Kind, Ephemeral: n.Spec.Ephemeral,
+			Health: n.Health, Error: n.Error, Draining: n.Draining, Resources: res, Used: u, GPUUtil: n.GPUUtil, AgentPID: n.AgentPID,
+		}
+		if n.Health == Pending {
+			s.Busy = true
+		}
+		if !n.LastBeat.IsZero() {
+			t := n.LastBeat
+			ns.LastHeartbeat = &t
+		}
+		for j := range n.Allocated {
+			ns.Jobs = append(ns.Jobs, j)
+		}
+		sort.Strings(ns.Jobs)
+		s.Nodes = append(s.Nodes, ns)
+		s.Totals.Nodes++
+		s.Totals.ByHealth[n.Health]++
+		if n.Health == Healthy || n.Health == Idle {
+			s.Totals.CPUs += res.CPUs
+			s.Totals.MemoryMB += res.MemoryMB
+			s.Totals.GPUs += len(res.GPUs)
+			s.Totals.CPUsUsed += u.CPUs
+			s.Totals.MemoryMBUsed += u.MemoryMB
+			s.Totals.GPUsUsed += len(u.GPUs)
+		}
+	}
+	return s
+}
+
+func rootCause(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	return err.Error()
+}

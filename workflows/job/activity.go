@@ -1,0 +1,140 @@
+package job
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/trainyard/trainyard/internal/agent/procenv"
+	"github.com/trainyard/trainyard/workflows/cluster"
+)
+
+// ErrProcessFailed is the error type of a process that exited non-zero.
+const ErrProcessFailed = "ProcessFailed"
+
+// Activities run on the control-plane worker.
+type Activities struct {
+	Client client.Client
+}
+
+// AllocateInput names the cluster and what the job needs.
+type AllocateInput struct {
+	Cluster string                  `json:"cluster"`
+	Request cluster.AllocateRequest `json:"request"`
+}
+
+// Allocate asks the cluster workflow for a node (a workflow update, so the
+// answer is synchronous and the decision is recorded in its history).
+func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (cluster.Allocation, error) {
+	h, err := a.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   cluster.WorkflowID(in.Cluster),
+		UpdateName:   cluster.UpdateAllocate,
+		Args:         []any{in.Request},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return cluster.Allocation{}, fmt.Errorf("cluster %s: %w", in.Cluster, err)
+	}
+	var alloc cluster.Allocation
+	if err := h.Get(ctx, &alloc); err != nil {
+		return alloc, err
+	}
+	return alloc, nil
+}
+
+// AgentActivities run on a node's agent.
+type AgentActivities struct {
+	// Dir is where job processes start.
+	Dir string
+}
+
+// ProcessInput is one process with its GPUs.
+type ProcessInput struct {
+	Command []string          `json:"command"`
+	Env     map[string]string `json:"env,omitempty"`
+	GPUs    []int             `json:"gpus"`
+}
+
+// RunProcess runs the command in its own process group with a minimal
+// environment and CUDA_VISIBLE_DEVICES set to exactly its GPUs, heartbeating
+// until it exits; a cancelled activity stops the process.
+func (a *AgentActivities) RunProcess(ctx context.Context, in ProcessInput) (Result, error) {
+	if len(in.Command) == 0 {
+		return Result{}, temporal.NewNonRetryableApplicationError("empty command", ErrProcessFailed, nil)
+	}
+	env, err := procenv.Build(os.Environ(), procenv.Spec{Extra: in.Env, GPUs: in.GPUs})
+	if err != nil {
+		return Result{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrProcessFailed, err)
+	}
+	path, err := exec.LookPath(in.Command[0])
+	if err != nil {
+		return Result{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("command %q: %v", in.Command[0], err), ErrProcessFailed, err)
+	}
+	out := &tail{max: 8 << 10}
+	p, err := procenv.Start(procenv.Command{Path: path, Args: in.Command[1:], Env: env, Dir: a.Dir, Stdout: out, Stderr: out})
+	if err != nil {
+		return Result{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrProcessFailed, err)
+	}
+	beat := time.NewTicker(2 * time.Second)
+	defer beat.Stop()
+	for {
+		select {
+		case <-p.Done():
+			res := Result{Output: out.String()}
+			err := p.Wait()
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				res.ExitCode = exit.ExitCode()
+				return res, temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("%s exited with code %d: %s", in.Command[0], res.ExitCode, lastLine(res.Output)), ErrProcessFailed, err)
+			}
+			return res, err
+		case <-beat.C:
+			activity.RecordHeartbeat(ctx, p.Pid())
+		case <-ctx.Done():
+			_ = p.Stop(5 * time.Second)
+			return Result{Output: out.String()}, ctx.Err()
+		}
+	}
+}
+
+// tail keeps the last max bytes written.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = t.buf[len(t.buf)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(bytes.ToValidUTF8(t.buf, nil))
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}

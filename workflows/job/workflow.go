@@ -1,0 +1,124 @@
+// Package job runs one command on a cluster node: it asks the cluster
+// workflow for an allocation, runs the process on that node's agent with
+// exactly the GPUs it was given, and gives the allocation back. When the
+// node dies mid-run the job is placed again elsewhere.
+package job
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/trainyard/trainyard/workflows/cluster"
+)
+
+// Name is the workflow type.
+const Name = "Job"
+
+// QueryProgress returns Progress.
+const QueryProgress = "progress"
+
+// Input is a job.
+type Input struct {
+	Cluster  string            `json:"cluster"`
+	Command  []string          `json:"command"`
+	Env      map[string]string `json:"env,omitempty"`
+	CPUs     float64           `json:"cpus"`
+	GPUs     int               `json:"gpus"`
+	MemoryMB int64             `json:"memory_mb"`
+	// MaxPlacements bounds how often a job whose node died is placed again.
+	MaxPlacements int `json:"max_placements,omitempty"`
+}
+
+// Result is how the job ended.
+type Result struct {
+	Node       string `json:"node"`
+	GPUs       []int  `json:"gpus"`
+	ExitCode   int    `json:"exit_code"`
+	Output     string `json:"output" doc:"The last lines the process printed."`
+	Placements int    `json:"placements"`
+}
+
+// Progress is what a job is doing now, and why it waits when it waits.
+type Progress struct {
+	State      string `json:"state" enum:"waiting,running,done,failed"`
+	Node       string `json:"node,omitempty"`
+	GPUs       []int  `json:"gpus,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	Placements int    `json:"placements"`
+}
+
+// Workflow places and runs the job.
+func Workflow(ctx workflow.Context, in Input) (Result, error) {
+	if in.MaxPlacements <= 0 {
+		in.MaxPlacements = 5
+	}
+	p := Progress{State: "waiting"}
+	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (Progress, error) { return p, nil }); err != nil {
+		return Result{}, err
+	}
+	id := workflow.GetInfo(ctx).WorkflowExecution.ID
+	allocCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	var exclude []string
+	for p.Placements < in.MaxPlacements {
+		var alloc cluster.Allocation
+		for {
+			err := workflow.ExecuteActivity(allocCtx, (*Activities).Allocate, AllocateInput{Cluster: in.Cluster, Request: cluster.AllocateRequest{
+				JobID: id, CPUs: in.CPUs, GPUs: in.GPUs, MemoryMB: in.MemoryMB, Exclude: exclude,
+			}}).Get(ctx, &alloc)
+			if err == nil {
+				break
+			}
+			p.State, p.Reason = "waiting", reason(err)
+			if err := workflow.Sleep(ctx, 2*time.Second); err != nil {
+				return Result{}, err
+			}
+		}
+		p.Placements++
+		p.State, p.Node, p.GPUs, p.Reason = "running", alloc.Node, alloc.GPUs, ""
+
+		runCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:              alloc.Queue,
+			ScheduleToStartTimeout: 30 * time.Second,
+			StartToCloseTimeout:    24 * time.Hour,
+			HeartbeatTimeout:       10 * time.Second,
+			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+		})
+		var res Result
+		err := workflow.ExecuteActivity(runCtx, (*AgentActivities).RunProcess, ProcessInput{Command: in.Command, Env: in.Env, GPUs: alloc.GPUs}).Get(ctx, &res)
+		_ = workflow.SignalExternalWorkflow(ctx, cluster.WorkflowID(in.Cluster), "", cluster.SignalRelease, cluster.Release{JobID: id}).Get(ctx, nil)
+		if err == nil {
+			res.Node, res.GPUs, res.Placements = alloc.Node, alloc.GPUs, p.Placements
+			p.State = "done"
+			return res, nil
+		}
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.Type() == ErrProcessFailed {
+			p.State, p.Reason = "failed", app.Message()
+			return Result{}, err
+		}
+		// The node (or its agent) went away: place the job again elsewhere.
+		exclude = append(exclude, alloc.Node)
+		p.State, p.Reason = "waiting", "node "+alloc.Node+" lost the job: "+reason(err)
+	}
+	p.State = "failed"
+	return Result{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("job placed %d times", in.MaxPlacements)+" and lost each time: "+p.Reason, "TooManyPlacements", nil)
+}
+
+func reason(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	var te *temporal.TimeoutError
+	if errors.As(err, &te) {
+		return "timed out (" + te.TimeoutType().String() + ")"
+	}
+	return err.Error()
+}
