@@ -1,6 +1,7 @@
 # GPU preservation (seed 000): GPUs reserved for inference are never
 # allocated, and CPU-only roles (rollout workers, self-play) ask for no GPU
-# while preservation is on.
+# while preservation is on. It is opt-in per cluster (data: enabled); the
+# seed-000 pool turns it on with reserved_per_node 1.
 package trainyard.admission
 
 import rego.v1

@@ -13,24 +13,32 @@ rl_job := {"id": "zelda", "kind": "rollout", "config": "zelda", "roles": [rollou
 
 test_cpu_only_rollout_allowed if {
 	admission.allow with input as {"work": rl_job, "cluster": seed000_pool}
+		with data.trainyard.params.gpu_preservation.enabled as true
 		with data.trainyard.params.gpu_preservation.reserved_per_node as 1
 }
 
 test_rollout_asking_for_gpu_denied if {
 	job := object.union(rl_job, {"roles": [object.union(rollout, {"gpus": 0.25})]})
 	d := admission.deny with input as {"work": job, "cluster": seed000_pool}
+		with data.trainyard.params.gpu_preservation.enabled as true
 	rules(d) == {"gpu_preservation"}
 }
 
 test_rollout_gpu_allowed_when_preservation_off if {
 	job := object.union(rl_job, {"roles": [object.union(rollout, {"gpus": 0.25})]})
 	admission.allow with input as {"work": job, "cluster": seed000_pool}
-		with data.trainyard.params.gpu_preservation.enabled as false
+}
+
+test_reservations_ignored_when_preservation_off if {
+	r := admission.reserved_gpus with input as {"cluster": seed000_pool}
+		with data.trainyard.params.gpu_preservation.reserved_per_node as 1
+	r == set()
 }
 
 test_reserved_per_node_lists_lowest_indices if {
 	node := {"name": "n", "cpus": 8, "memory_mb": 1000, "gpus": [{"index": 3, "vram_mb": 1}, {"index": 1, "vram_mb": 1}, {"index": 2, "vram_mb": 1}]}
 	r := admission.reserved_gpus with input as {"cluster": {"nodes": [node]}}
+		with data.trainyard.params.gpu_preservation.enabled as true
 		with data.trainyard.params.gpu_preservation.reserved_per_node as 2
 	r == {"n:1", "n:2"}
 }
@@ -38,6 +46,7 @@ test_reserved_per_node_lists_lowest_indices if {
 test_placement_on_reserved_gpu_denied if {
 	placement := [{"node": "runpod-h100", "role": "trainer", "cpus": 4, "memory_mb": 32000, "gpus": [{"index": 0, "share": 1}]}]
 	d := admission.deny with input as {"work": training_job, "cluster": fleet, "placement": placement}
+		with data.trainyard.params.gpu_preservation.enabled as true
 		with data.trainyard.params.gpu_preservation.reserved as ["runpod-h100:0"]
 	rules(d) == {"gpu_preservation"}
 }
@@ -45,11 +54,13 @@ test_placement_on_reserved_gpu_denied if {
 test_placement_on_unreserved_gpu_allowed if {
 	placement := [{"node": "runpod-h100", "role": "trainer", "cpus": 4, "memory_mb": 32000, "gpus": [{"index": 0, "share": 1}]}]
 	admission.allow with input as {"work": training_job, "cluster": fleet, "placement": placement}
+		with data.trainyard.params.gpu_preservation.enabled as true
 		with data.trainyard.params.gpu_preservation.reserved as ["nebius-l40s:0"]
 }
 
 test_all_gpus_reserved_leaves_no_gpu_for_training if {
 	d := admission.deny with input as {"work": training_job, "cluster": fleet}
+		with data.trainyard.params.gpu_preservation.enabled as true
 		with data.trainyard.params.gpu_preservation.reserved_per_node as 1
 	rules(d) == {"gpu_tier"}
 }

@@ -185,6 +185,7 @@ func TestAntiAffinity(t *testing.T) {
 
 func TestReservedGPUsNeverUsed(t *testing.T) {
 	p := paramsWith(t, func(p *params.Params) {
+		p.GPUPreservation.Enabled = true
 		p.GPUPreservation.ReservedPerNode = 1
 		p.GPUPreservation.Reserved = []string{"n2:1"}
 	})

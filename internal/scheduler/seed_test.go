@@ -49,7 +49,10 @@ func TestSeed000Placement(t *testing.T) {
 	if err := spec.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	p := paramsWith(t, func(p *params.Params) { p.GPUPreservation.ReservedPerNode = 1 })
+	p := paramsWith(t, func(p *params.Params) {
+		p.GPUPreservation.Enabled = true
+		p.GPUPreservation.ReservedPerNode = 1
+	})
 	pl := New(p).Place(seed000Pool(), Work{ID: "zelda", Spec: spec})
 	mustStatus(t, pl, Placed)
 	if len(pl.Assignments) != 7 {

@@ -7,7 +7,7 @@ const defaultJSON = `{
     "params": {
       "capacity_share": 0.9,
       "gpu_preservation": {
-        "enabled": true,
+        "enabled": false,
         "reserved": [],
         "reserved_per_node": 0,
         "cpu_only_roles": [

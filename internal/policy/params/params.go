@@ -109,8 +109,11 @@ func Parse(data []byte) (Params, error) {
 }
 
 // FromData converts an already decoded data document (as a policy bundle
-// holds it) into Params.
+// holds it) into Params; the document must hold trainyard.params.
 func FromData(data map[string]any) (Params, error) {
+	if ty, ok := data["trainyard"].(map[string]any); !ok || ty["params"] == nil {
+		return Params{}, fmt.Errorf("policy data: trainyard.params is missing")
+	}
 	b, err := json.Marshal(data)
 	if err != nil {
 		return Params{}, fmt.Errorf("encode policy data: %w", err)

@@ -1,0 +1,70 @@
+package policy
+
+import (
+	"time"
+
+	"github.com/trainyard/trainyard/internal/policy/params"
+	"github.com/trainyard/trainyard/internal/scheduler"
+)
+
+// UsageRecord is GPU time a piece of work held on a node. End is zero
+// while it still runs.
+type UsageRecord struct {
+	WorkID string
+	Config string
+	Kind   string
+	Node   string
+	GPUs   float64 // devices held (fractions allowed)
+	Start  time.Time
+	End    time.Time
+}
+
+// AggregateUsage turns raw records into the totals the quota policy reads:
+// each config's Tier-1 GPU seconds inside the rolling window ending at now,
+// the Tier-1 capacity of the window (Tier-1 GPUs × window length), and the
+// running training jobs per config. now is passed in (workflow-safe).
+func AggregateUsage(p params.Params, nodes []scheduler.Node, records []UsageRecord, now time.Time) Usage {
+	window := p.QuotaWindow()
+	from := now.Add(-window)
+	tier1 := map[string]bool{}
+	gpus := 0
+	for _, n := range nodes {
+		if tierOf(p, n) == 1 {
+			tier1[n.Name] = true
+			gpus += len(n.Capacity.GPUs)
+		}
+	}
+	u := Usage{
+		Tier1CapacitySeconds:    float64(gpus) * window.Seconds(),
+		Tier1GPUSecondsByConfig: map[string]float64{},
+		RunningTrainingByConfig: map[string]int{},
+	}
+	training := map[string]map[string]bool{}
+	for _, r := range records {
+		end := r.End
+		running := end.IsZero()
+		if running {
+			end = now
+		}
+		if running && r.Kind == "training" {
+			if training[r.Config] == nil {
+				training[r.Config] = map[string]bool{}
+			}
+			training[r.Config][r.WorkID] = true
+		}
+		if !tier1[r.Node] {
+			continue
+		}
+		start := r.Start
+		if start.Before(from) {
+			start = from
+		}
+		if d := end.Sub(start); d > 0 {
+			u.Tier1GPUSecondsByConfig[r.Config] += d.Seconds() * r.GPUs
+		}
+	}
+	for cfg, ids := range training {
+		u.RunningTrainingByConfig[cfg] = len(ids)
+	}
+	return u
+}
