@@ -147,9 +147,16 @@ func (in *instance) call(ctx context.Context, f fn, nargs int, timeout time.Dura
 	_ = nargs
 	wd := in.m.rt.wd
 	start := time.Now()
-	wd.arm(in.dl, timeout)
-	err := fun.CallWithStack(in.dl.ctx, in.stack[:])
-	wd.disarm(in.dl)
+	var err error
+	if in.m.rt.cfg.ctxDeadline {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		err = fun.CallWithStack(cctx, in.stack[:])
+		cancel()
+	} else {
+		wd.arm(in.dl, timeout)
+		err = fun.CallWithStack(in.dl.ctx, in.stack[:])
+		wd.disarm(in.dl)
+	}
 	if err != nil {
 		in.broken = true
 		return in.classify(fnNames[f], err, time.Since(start), timeout)

@@ -30,6 +30,9 @@ type RuntimeConfig struct {
 	// noInterrupt compiles without wazero's termination checks: calls can
 	// then not be interrupted. Only benchmarks set it, to measure the cost.
 	noInterrupt bool
+	// ctxDeadline gives each call its own context.WithTimeout instead of the
+	// watchdog; benchmarks compare the two.
+	ctxDeadline bool
 }
 
 // Runtime compiles and runs plugins. It is safe for concurrent use.
