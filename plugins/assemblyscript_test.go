@@ -63,3 +63,33 @@ func rolloutObs(t *testing.T, v *VecEnv, seed uint64, steps int) []float32 {
 	}
 	return out
 }
+
+// TestAssemblyScriptTemplate: the SDK's template project builds into a valid
+// plugin that behaves as written (always-left reaches cell 0 in 9 steps).
+func TestAssemblyScriptTemplate(t *testing.T) {
+	rt := newTestRuntime(t)
+	wasm := plugintest.AssemblyScript(t, "goleft")
+	if _, err := rt.Validate(context.Background(), wasm, testLimits); err != nil {
+		t.Fatal(err)
+	}
+	v, err := load(t, rt, wasm, testLimits).NewVecEnv(context.Background(), 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	b := newBatch(v, 1, 1)
+	if err := v.Reset(0, b.obs); err != nil {
+		t.Fatal(err)
+	}
+	for s := 1; s <= 9; s++ {
+		if err := b.step(v); err != nil {
+			t.Fatal(err)
+		}
+		done := s == 9
+		for i := 0; i < 3; i++ {
+			if b.term[i] != done || (done && (b.rew[i] != 1 || b.fin[i] != 0 || b.obs[i] != 9)) || (!done && b.obs[i] != float32(9-s)) {
+				t.Fatalf("step %d env %d: obs %v reward %v terminated %v final %v", s, i, b.obs[i], b.rew[i], b.term[i], b.fin[i])
+			}
+		}
+	}
+}

@@ -94,7 +94,8 @@ func BuildGo(t testing.TB, pkg string) []byte {
 
 // AssemblyScript returns the AssemblyScript plugin `name` built by
 // `make plugins` (.cache/plugins/<name>.wasm). It fails when the module is
-// missing or older than its sources (plugins/examples/<name>, sdk/assemblyscript).
+// missing or older than its sources (plugins/examples/<name>, sdk/assemblyscript;
+// the SDK's template project is built as "goleft").
 func AssemblyScript(t testing.TB, name string) []byte {
 	t.Helper()
 	root := Root(t)
@@ -103,7 +104,8 @@ func AssemblyScript(t testing.TB, name string) []byte {
 	if err != nil {
 		t.Fatalf("plugintest: AssemblyScript plugin %s is not built (%v): run `make plugins`", name, err)
 	}
-	for _, src := range []string{filepath.Join(root, "plugins", "examples", name), filepath.Join(root, "sdk", "assemblyscript", "assembly")} {
+	for _, src := range []string{filepath.Join(root, "plugins", "examples", name),
+		filepath.Join(root, "sdk", "assemblyscript", "assembly"), filepath.Join(root, "sdk", "assemblyscript", "template")} {
 		if newer := newestFile(src); newer.After(st.ModTime()) {
 			t.Fatalf("plugintest: %s is older than its sources in %s: run `make plugins`", path, src)
 		}
