@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/trainyard/trainyard/internal/atomicfile"
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/objstore"
@@ -112,8 +113,8 @@ func ensureAdminToken(tokens *auth.Store, file string) (created bool, err error)
 	if err != nil {
 		return false, err
 	}
-	if err := os.WriteFile(file, []byte(secret+"\n"), 0o600); err != nil {
-		return false, fmt.Errorf("write admin token: %w", err)
+	if err := atomicfile.Write(file, []byte(secret+"\n"), 0o600); err != nil {
+		return false, fmt.Errorf("admin token: %w", err)
 	}
 	return true, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trainyard/trainyard/api"
+	"github.com/trainyard/trainyard/internal/atomicfile"
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/embedded"
 	"github.com/trainyard/trainyard/internal/objstore"
@@ -176,8 +177,8 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 		S3: "http://" + s3.Endpoint, Bucket: o.bucket, S3Credentials: credFile, AdminTokenFile: adminFile,
 	}
 	b, _ := json.MarshalIndent(ep, "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, "endpoints.json"), b, 0o644); err != nil {
-		return fmt.Errorf("write endpoints: %w", err)
+	if err := atomicfile.Write(filepath.Join(dir, "endpoints.json"), b, 0o644); err != nil {
+		return err
 	}
 	fmt.Fprintf(os.Stdout, `
 Trainyard dev is running (data in %s)

@@ -13,11 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/trainyard/trainyard/internal/atomicfile"
 )
 
 // Role grants a set of rights; each role includes the ones below it.
@@ -149,26 +150,10 @@ func (s *Store) save(tokens []Token) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(s.file)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := atomicfile.Write(s.file, b, 0o600); err != nil {
 		return fmt.Errorf("save token store: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, ".tokens-*")
-	if err != nil {
-		return fmt.Errorf("save token store: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save token store: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("save token store: %w", err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o600); err != nil {
-		return fmt.Errorf("save token store: %w", err)
-	}
-	return os.Rename(tmp.Name(), s.file)
+	return nil
 }
 
 func hash(secret string) string {

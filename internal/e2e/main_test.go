@@ -126,6 +126,24 @@ func (p *devProc) kill(sig syscall.Signal) time.Duration {
 	return time.Since(start)
 }
 
+// callRaw sends body with contentType and returns the raw answer.
+func (p *devProc) callRaw(method, path, token, contentType, body string) (int, http.Header, []byte) {
+	p.t.Helper()
+	req, err := http.NewRequest(method, p.ep.API+path, strings.NewReader(body))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, raw
+}
+
 // call does an API request and decodes a JSON response into out (if non-nil).
 func (p *devProc) call(method, path, token string, body any, out any) (int, http.Header, []byte) {
 	p.t.Helper()

@@ -8,11 +8,12 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/versity/versitygw/backend/meta"
+
+	"github.com/trainyard/trainyard/internal/atomicfile"
 	"github.com/versity/versitygw/backend/posix"
 	"github.com/versity/versitygw/embedgw"
 )
@@ -47,7 +48,7 @@ func LoadOrCreateS3Credentials(file string) (S3Credentials, error) {
 	}
 	c = S3Credentials{AccessKeyID: "TY" + randomString(18), SecretAccessKey: randomString(40)}
 	b, _ = json.MarshalIndent(c, "", "  ")
-	if err := writeFileAtomic(file, b, 0o600); err != nil {
+	if err := atomicfile.Write(file, b, 0o600); err != nil {
 		return c, fmt.Errorf("store s3 credentials: %w", err)
 	}
 	return c, nil
@@ -131,33 +132,4 @@ func randomString(n int) string {
 		b[i] = alphabet[int(b[i])%len(alphabet)]
 	}
 	return string(b)
-}
-
-// writeFileAtomic writes via a temp file and rename so a crash never leaves
-// a half-written file behind.
-func writeFileAtomic(file string, data []byte, perm os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), file)
 }
