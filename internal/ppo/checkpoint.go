@@ -1,0 +1,202 @@
+package ppo
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/trainyard/trainyard/internal/envs"
+)
+
+// Snapshotter is what a VecEnv implements when its whole state can be saved
+// and restored (native.New's envs do). A checkpoint of a learner on such an
+// env resumes bit for bit; on another env the instances restart episodes.
+type Snapshotter interface {
+	Snapshot() ([]byte, error)
+	RestoreSnapshot(b []byte) error
+}
+
+// Checkpoint format, version 1 (little-endian):
+//
+//	magic   "TYPPOCKP"
+//	version uint32
+//	hdrLen  uint32, then hdrLen bytes of JSON (checkpointHeader)
+//	params, Adam m, Adam v: each NumParams float64 values
+//	sha256 of everything above
+//
+// JSON holds the small state; Go's encoder writes the shortest decimal that
+// parses back to the same float64 (or float32), so it round-trips exactly.
+const (
+	ckptMagic   = "TYPPOCKP"
+	ckptVersion = 1
+)
+
+// ErrCheckpoint marks a checkpoint that is corrupt, of an unknown version,
+// or for a different environment.
+var ErrCheckpoint = errors.New("bad checkpoint")
+
+type checkpointHeader struct {
+	Config      Config         `json:"config"`
+	Env         string         `json:"env"`
+	NumEnvs     int            `json:"num_envs"`
+	ObsDim      int            `json:"obs_dim"`
+	ActDim      int            `json:"act_dim"`
+	Iteration   int64          `json:"iteration"`
+	Timesteps   int64          `json:"timesteps"`
+	NumParams   int            `json:"num_params"`
+	AdamStep    int64          `json:"adam_step"`
+	RNG         []byte         `json:"rng"`
+	ObsRMS      runningMeanStd `json:"obs_rms"`
+	RetRMS      runningMeanStd `json:"ret_rms"`
+	Ret         []float64      `json:"discounted_return"`
+	Obs         []float32      `json:"obs"`
+	EpRet       []float64      `json:"episode_return"`
+	EpLen       []int64        `json:"episode_length"`
+	Recent      []float64      `json:"recent_returns"`
+	RecentNext  int            `json:"recent_next"`
+	RecentN     int            `json:"recent_n"`
+	EnvSnapshot []byte         `json:"env_snapshot,omitempty"`
+}
+
+// Save writes the learner's whole state: hyper-parameters, weights, Adam
+// moments and step, observation and reward statistics, counters, the RNG,
+// in-progress episode bookkeeping, the current observations and, when the
+// env is a Snapshotter, the env's state.
+func (l *Learner) Save(w io.Writer) error {
+	rng, err := l.pcg.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("ppo: save: rng: %w", err)
+	}
+	h := checkpointHeader{
+		Config: l.cfg, Env: l.spec.Name, NumEnvs: l.nEnv, ObsDim: l.od, ActDim: l.ad,
+		Iteration: l.iteration, Timesteps: l.timesteps,
+		NumParams: len(l.params), AdamStep: l.adam.Step, RNG: rng,
+		ObsRMS: l.obsRMS, RetRMS: l.retRMS, Ret: l.ret, Obs: l.obs,
+		EpRet: l.epRet, EpLen: l.epLen,
+		Recent: l.recent, RecentNext: l.recentNext, RecentN: l.recentN,
+	}
+	if s, ok := l.env.(Snapshotter); ok {
+		if h.EnvSnapshot, err = s.Snapshot(); err != nil {
+			return fmt.Errorf("ppo: save: env %s: %w", l.spec.Name, err)
+		}
+	}
+	hdr, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("ppo: save: header: %w", err)
+	}
+	var b bytes.Buffer
+	b.Grow(len(hdr) + 16 + 3*8*len(l.params) + sha256.Size)
+	b.WriteString(ckptMagic)
+	b.Write(binary.LittleEndian.AppendUint32(nil, ckptVersion))
+	b.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(hdr))))
+	b.Write(hdr)
+	var f [8]byte
+	for _, vec := range [][]float64{l.params, l.adam.M, l.adam.V} {
+		for _, v := range vec {
+			binary.LittleEndian.PutUint64(f[:], math.Float64bits(v))
+			b.Write(f[:])
+		}
+	}
+	sum := sha256.Sum256(b.Bytes())
+	b.Write(sum[:])
+	if _, err := w.Write(b.Bytes()); err != nil {
+		return fmt.Errorf("ppo: save: %w", err)
+	}
+	return nil
+}
+
+// Restore reads a checkpoint written by Save and returns a learner on env
+// that continues the run: with a Snapshotter env (same name and size) the
+// next Iterate is exactly what the saved learner's next Iterate would have
+// been. Without an env snapshot, env is reset with a seed derived from the
+// config seed and the timestep counter, and unfinished episodes are
+// dropped. Counters continue from the checkpoint.
+func Restore(r io.Reader, env envs.VecEnv) (*Learner, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("ppo: restore: read: %w", err)
+	}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("ppo: restore: %w: %s", ErrCheckpoint, fmt.Sprintf(format, a...))
+	}
+	if len(data) < len(ckptMagic)+8+sha256.Size || string(data[:len(ckptMagic)]) != ckptMagic {
+		return nil, bad("not a PPO checkpoint")
+	}
+	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
+	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
+		return nil, bad("sha256 mismatch (corrupt or truncated)")
+	}
+	p := len(ckptMagic)
+	if v := binary.LittleEndian.Uint32(body[p:]); v != ckptVersion {
+		return nil, bad("version %d, this build reads %d", v, ckptVersion)
+	}
+	hl := int(binary.LittleEndian.Uint32(body[p+4:]))
+	p += 8
+	if hl > len(body)-p {
+		return nil, bad("header length %d exceeds the file", hl)
+	}
+	var h checkpointHeader
+	if err := json.Unmarshal(body[p:p+hl], &h); err != nil {
+		return nil, bad("header: %v", err)
+	}
+	p += hl
+	spec := env.Spec()
+	if h.Env != spec.Name || h.NumEnvs != env.NumEnvs() || h.ObsDim != spec.Observation.Dim() || h.ActDim != spec.Action.Dim() {
+		return nil, bad("it is for %d × %s (obs %d, act %d), the env is %d × %s (obs %d, act %d)",
+			h.NumEnvs, h.Env, h.ObsDim, h.ActDim, env.NumEnvs(), spec.Name, spec.Observation.Dim(), spec.Action.Dim())
+	}
+	l, err := build(env, h.Config)
+	if err != nil {
+		return nil, fmt.Errorf("ppo: restore: %w", err)
+	}
+	np := len(l.params)
+	if h.NumParams != np || len(body)-p != 3*8*np {
+		return nil, bad("%d parameters with %d bytes of weights, the config implies %d", h.NumParams, len(body)-p, np)
+	}
+	for _, vec := range [][]float64{l.params, l.adam.M, l.adam.V} {
+		for i := range vec {
+			vec[i] = math.Float64frombits(binary.LittleEndian.Uint64(body[p:]))
+			p += 8
+		}
+	}
+	n := l.nEnv
+	switch {
+	case len(h.ObsRMS.Mean) != l.od || len(h.ObsRMS.Var) != l.od || len(h.RetRMS.Mean) != 1 || len(h.RetRMS.Var) != 1:
+		return nil, bad("normalisation statistics have the wrong size")
+	case len(h.Ret) != n || len(h.Obs) != n*l.od || len(h.EpRet) != n || len(h.EpLen) != n:
+		return nil, bad("per-env state has the wrong size")
+	case len(h.Recent) != len(l.recent) || h.RecentNext < 0 || h.RecentNext >= len(l.recent):
+		return nil, bad("recent-returns window has the wrong size")
+	case h.Iteration < 0 || h.Timesteps < 0 || h.RecentN < 0:
+		return nil, bad("negative counters")
+	}
+	if err := l.pcg.UnmarshalBinary(h.RNG); err != nil {
+		return nil, bad("rng: %v", err)
+	}
+	l.adam.Step = h.AdamStep
+	l.iteration, l.timesteps = h.Iteration, h.Timesteps
+	l.obsRMS, l.retRMS = h.ObsRMS, h.RetRMS
+	copy(l.recent, h.Recent)
+	l.recentNext, l.recentN = h.RecentNext, h.RecentN
+	if s, ok := env.(Snapshotter); ok && len(h.EnvSnapshot) > 0 {
+		if err := s.RestoreSnapshot(h.EnvSnapshot); err != nil {
+			return nil, fmt.Errorf("ppo: restore: env %s: %w", spec.Name, err)
+		}
+		copy(l.ret, h.Ret)
+		copy(l.obs, h.Obs)
+		copy(l.epRet, h.EpRet)
+		copy(l.epLen, h.EpLen)
+		return l, nil
+	}
+	// The envs cannot be put back: start fresh episodes, seeded so that
+	// repeated resumes of one run differ from its first reset.
+	if err := env.Reset(h.Config.Seed^(uint64(h.Timesteps)*0x9E3779B97F4A7C15), l.obs); err != nil {
+		return nil, fmt.Errorf("ppo: restore: reset %s: %w", spec.Name, err)
+	}
+	return l, nil
+}
