@@ -48,14 +48,25 @@ reserved_gpus contains sprintf("%s:%d", [node.name, idx]) if {
 	i < n
 }
 
-reserved(node_name, idx) if sprintf("%s:%d", [node_name, idx]) in reserved_gpus
+# The enabled check first: with preservation off no key is built.
+reserved(node_name, idx) if {
+	params.gpu_preservation.enabled
+	sprintf("%s:%d", [node_name, idx]) in reserved_gpus
+}
 
-# Unreserved GPUs of the cluster with their VRAM.
-free_gpus contains {"node": node.name, "index": g.index, "vram_mb": g.vram_mb} if {
+# VRAM of every unreserved GPU in the cluster: a plain array of numbers
+# (cheaper than a set of objects), and no per-GPU reservation lookup when
+# preservation is off, since this runs on every submission.
+free_vram := [g.vram_mb |
 	some node in input.cluster.nodes
 	some g in object.get(node, "gpus", [])
-	not reserved(node.name, g.index)
-}
+] if not params.gpu_preservation.enabled
+
+free_vram := [g.vram_mb |
+	some node in input.cluster.nodes
+	some g in object.get(node, "gpus", [])
+	not sprintf("%s:%d", [node.name, g.index]) in reserved_gpus
+] if params.gpu_preservation.enabled
 
 nodes_by_name[node.name] := node if some node in input.cluster.nodes
 

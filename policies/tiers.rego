@@ -13,7 +13,7 @@ deny contains {
 	"reason": sprintf("board %s needs a GPU with at least %v GB VRAM; the largest unreserved GPU has %v GB", [board, gb(board_min_vram), gb(largest)]),
 } if {
 	count(gpu_roles) > 0
-	largest := max(array.concat([g.vram_mb | some g in free_gpus], [0]))
+	largest := max(array.concat(free_vram, [0]))
 	largest < board_min_vram
 }
 

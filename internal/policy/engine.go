@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -27,6 +28,16 @@ type Engine struct {
 	revision string
 	params   params.Params
 	query    rego.PreparedEvalQuery
+	order    rego.PreparedEvalQuery
+	// lastCluster caches the AST of the latest cluster summary: decisions
+	// come in bursts against the same fleet state, and building the
+	// cluster's AST is a large share of a decision.
+	lastCluster atomic.Pointer[clusterTerm]
+}
+
+type clusterTerm struct {
+	sum  [32]byte
+	term *ast.Term
 }
 
 // New compiles the bundle's policy modules (tests excluded) and prepares
@@ -44,9 +55,10 @@ func New(ctx context.Context, b Bundle) (*Engine, error) {
 	opts := []func(*rego.Rego){
 		rego.Query(`allow := ` + Query + `.allow
 deny := ` + Query + `.deny
-priority := [p | p := ` + Query + `.priority]
-order := [o | o := ` + Query + `.provider_order]`),
-		rego.Store(inmem.NewFromObject(data)),
+priority := [p | p := ` + Query + `.priority]`),
+	}
+	base := []func(*rego.Rego){
+		rego.Store(inmem.NewFromObjectWithOpts(data, inmem.OptReturnASTValuesOnRead(true))),
 		rego.SetRegoVersion(ast.RegoV1),
 	}
 	n := 0
@@ -54,17 +66,23 @@ order := [o | o := ` + Query + `.provider_order]`),
 		if IsTest(path) {
 			continue
 		}
-		opts = append(opts, rego.Module(path, src))
+		base = append(base, rego.Module(path, src))
 		n++
 	}
 	if n == 0 {
 		return nil, fmt.Errorf("policy bundle %s: no policy modules", rev)
 	}
-	q, err := rego.New(opts...).PrepareForEval(ctx)
+	q, err := rego.New(append(opts, base...)...).PrepareForEval(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("policy bundle %s: prepare: %w", rev, err)
 	}
-	return &Engine{bundle: b, revision: rev, params: p, query: q}, nil
+	// The provider ranking is advice for placement, not admission; it is a
+	// separate query so decisions do not pay for its sort.
+	order, err := rego.New(append([]func(*rego.Rego){rego.Query(`order := [o | o := ` + Query + `.provider_order]`)}, base...)...).PrepareForEval(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("policy bundle %s: prepare provider order: %w", rev, err)
+	}
+	return &Engine{bundle: b, revision: rev, params: p, query: q, order: order}, nil
 }
 
 // roundTrip turns data into the plain JSON types OPA's store expects.
@@ -99,25 +117,16 @@ type Decision struct {
 	Allow      bool        `json:"allow"`
 	Violations []Violation `json:"violations,omitempty"`
 	// Priority is the effective priority (starvation boost applied).
-	Priority int `json:"priority"`
-	// ProviderOrder ranks the cluster's providers for this work.
-	ProviderOrder []string `json:"provider_order,omitempty"`
-	Revision      string   `json:"revision"`
-	InputHash     string   `json:"input_hash"`
+	Priority  int    `json:"priority"`
+	Revision  string `json:"revision"`
+	InputHash string `json:"input_hash"`
 }
 
 // Decide evaluates the admission policy on one input.
 func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
-	raw, err := json.Marshal(in)
+	val, hash, err := e.input(&in)
 	if err != nil {
-		return Decision{}, fmt.Errorf("encode admission input: %w", err)
-	}
-	sum := sha256.Sum256(raw)
-	// Parsing JSON straight into an AST value skips OPA's own conversion
-	// of Go values, the larger share of per-decision cost.
-	val, err := ast.ValueFromReader(bytes.NewReader(raw))
-	if err != nil {
-		return Decision{}, fmt.Errorf("convert admission input: %w", err)
+		return Decision{}, err
 	}
 	rs, err := e.query.Eval(ctx, rego.EvalParsedInput(val))
 	if err != nil {
@@ -126,7 +135,7 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	if len(rs) != 1 {
 		return Decision{}, fmt.Errorf("evaluate %s (revision %s): %d results, want 1 (is allow/deny defined?)", Query, e.revision, len(rs))
 	}
-	d := Decision{Revision: e.revision, InputHash: hex.EncodeToString(sum[:16])}
+	d := Decision{Revision: e.revision, InputHash: hash}
 	b := rs[0].Bindings
 	allow, ok := b["allow"].(bool)
 	if !ok {
@@ -161,15 +170,58 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 			}
 		}
 	}
-	if os, _ := b["order"].([]any); len(os) == 1 {
-		list, _ := os[0].([]any)
-		for _, p := range list {
-			if s, ok := p.(string); ok {
-				d.ProviderOrder = append(d.ProviderOrder, s)
+	return d, nil
+}
+
+// input builds the AST input (reusing the cached cluster) and the input
+// hash: SHA-256 over the JSON of the cluster, then the rest.
+func (e *Engine) input(in *Input) (ast.Value, string, error) {
+	craw, err := json.Marshal(in.Cluster)
+	if err != nil {
+		return nil, "", fmt.Errorf("encode admission input cluster: %w", err)
+	}
+	rest := *in
+	rest.Cluster = Cluster{}
+	raw, err := json.Marshal(rest)
+	if err != nil {
+		return nil, "", fmt.Errorf("encode admission input: %w", err)
+	}
+	csum := sha256.Sum256(craw)
+	ct := e.lastCluster.Load()
+	if ct == nil || ct.sum != csum {
+		ct = &clusterTerm{sum: csum, term: clusterValue(in.Cluster)}
+		e.lastCluster.Store(ct)
+	}
+	h := sha256.New()
+	h.Write(csum[:])
+	h.Write(raw)
+	return in.value(ct.term), hex.EncodeToString(h.Sum(nil)[:16]), nil
+}
+
+// ProviderOrder ranks the cluster's providers for the input's work kind
+// (data.trainyard.admission.provider_order): preferred first, the rest
+// cheapest first, avoided ones left out.
+func (e *Engine) ProviderOrder(ctx context.Context, in Input) ([]string, error) {
+	val, _, err := e.input(&in)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := e.order.Eval(ctx, rego.EvalParsedInput(val))
+	if err != nil {
+		return nil, fmt.Errorf("evaluate %s.provider_order: %w", Query, err)
+	}
+	var out []string
+	if len(rs) == 1 {
+		if os, _ := rs[0].Bindings["order"].([]any); len(os) == 1 {
+			list, _ := os[0].([]any)
+			for _, p := range list {
+				if s, ok := p.(string); ok {
+					out = append(out, s)
+				}
 			}
 		}
 	}
-	return d, nil
+	return out, nil
 }
 
 // Summary is the denial as one line ("rule: reason; ...").
