@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -60,9 +61,9 @@ type devProc struct {
 	stopped bool
 }
 
-// startDev runs `trainyard dev` on dir with every port random and waits
-// until /readyz says ready.
-func startDev(t *testing.T, dir string) *devProc {
+// startDev runs `trainyard dev` on dir with every port random (unless
+// extra flags fix them) and waits until /readyz says ready.
+func startDev(t *testing.T, dir string, extra ...string) *devProc {
 	t.Helper()
 	os.Remove(filepath.Join(dir, "endpoints.json"))
 	logf, err := os.OpenFile(filepath.Join(t.TempDir(), "dev.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -70,12 +71,16 @@ func startDev(t *testing.T, dir string) *devProc {
 		t.Fatal(err)
 	}
 	p := &devProc{t: t, dir: dir, stdout: &bytes.Buffer{}, stderr: logf}
-	p.cmd = exec.Command(binary, "dev", "--data-dir", dir, "--api-port", "0", "--temporal-port", "0", "--ui-port", "0", "--s3-port", "0")
+	args := append([]string{"dev", "--data-dir", dir, "--api-port", "0", "--temporal-port", "0", "--ui-port", "0", "--s3-port", "0"}, extra...)
+	p.cmd = exec.Command(binary, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, logf
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.kill(syscall.SIGKILL) })
+	t.Cleanup(func() {
+		p.kill(syscall.SIGKILL)
+		killAgentsOf(dir) // a failed test must not leave agents behind
+	})
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		if time.Now().After(deadline) {
@@ -190,5 +195,22 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 30s")
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// killAgentsOf SIGKILLs agents the local provisioner started for the dev
+// instance with data dir dir.
+func killAgentsOf(dir string) {
+	prefix := "TRAINYARD_AGENT_DIR=" + filepath.Join(dir, "agents") + "/"
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && strings.Contains(string(env), prefix) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/provision"
 	"github.com/trainyard/trainyard/internal/provision/provisiontest"
+	"github.com/trainyard/trainyard/internal/provision/sshtest"
 )
 
 var fakeAgent string
@@ -37,36 +37,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func currentUser(t *testing.T) string {
-	u, err := user.Current()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.Username
-}
-
-// node is a spec node reaching the test sshd.
-func (s *sshd) node(t *testing.T, name string) spec.Node {
-	return spec.Node{
-		Name:    name,
-		Address: "127.0.0.1",
-		Provisioner: spec.Provisioner{Kind: spec.KindSSH, SSH: &spec.SSH{
-			User: currentUser(t), Port: s.port, KeyPath: s.userKey, KnownHostsPath: s.knownHosts,
-			RemoteDir: filepath.Join(s.dir, "remote", name),
-		}},
-	}
-}
-
 const wait = 15 * time.Second
 
 // Start over real SSH: copied binary, minimal environment, idempotent
 // start, stop, restart.
 func TestStartStopOverSSH(t *testing.T) {
-	s := startSSHD(t)
+	s := sshtest.Start(t)
 	p := New()
 	p.Grace = 5 * time.Second
 	ctx := context.Background()
-	nodes := []spec.Node{s.node(t, "nickel"), s.node(t, "zinc")}
+	nodes := []spec.Node{s.Node(t, "nickel"), s.Node(t, "zinc")}
 	t.Cleanup(func() {
 		for _, n := range nodes {
 			if err := p.Stop(context.Background(), n, provision.Handle{}); err != nil {
@@ -75,7 +55,7 @@ func TestStartStopOverSSH(t *testing.T) {
 		}
 	})
 	for _, n := range nodes {
-		marker := filepath.Join(s.dir, n.Name+".marker")
+		marker := filepath.Join(s.Dir, n.Name+".marker")
 		launch := provision.AgentLaunch{
 			Binary: fakeAgent,
 			Args:   []string{"-marker", marker, "--", "--node", n.Name},
@@ -129,7 +109,7 @@ func TestStartStopOverSSH(t *testing.T) {
 	if err := p.Stop(ctx, nodes[0], provision.Handle{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := provisiontest.WaitMarker(filepath.Join(s.dir, "nickel.marker"), wait, func(r []provisiontest.Record) bool { return r[0].Stopped }); err != nil {
+	if _, err := provisiontest.WaitMarker(filepath.Join(s.Dir, "nickel.marker"), wait, func(r []provisiontest.Record) bool { return r[0].Stopped }); err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []bool{false, true} {
@@ -141,7 +121,7 @@ func TestStartStopOverSSH(t *testing.T) {
 	if err := p.Stop(ctx, nodes[0], provision.Handle{}); err != nil {
 		t.Fatal(err)
 	}
-	h3, err := p.Start(ctx, nodes[0], provision.AgentLaunch{Binary: fakeAgent, Args: []string{"-marker", filepath.Join(s.dir, "nickel.marker")}})
+	h3, err := p.Start(ctx, nodes[0], provision.AgentLaunch{Binary: fakeAgent, Args: []string{"-marker", filepath.Join(s.Dir, "nickel.marker")}})
 	if err != nil || !h3.Started {
 		t.Fatalf("restart: %+v, %v", h3, err)
 	}
@@ -157,18 +137,18 @@ func mustSHA(t *testing.T, path string) string {
 
 // Each way to fail names the node and the cause, and leaves no agent.
 func TestStartFailures(t *testing.T) {
-	s := startSSHD(t)
+	s := sshtest.Start(t)
 	ctx := context.Background()
 
 	otherKey := filepath.Join(t.TempDir(), "other_key")
-	writeKey(t, otherKey)
+	sshtest.WriteKey(t, otherKey)
 	emptyKnownHosts := filepath.Join(t.TempDir(), "known_hosts")
 	if err := os.WriteFile(emptyKnownHosts, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	wrongKnownHosts := filepath.Join(t.TempDir(), "known_hosts")
-	impostor := writeKey(t, filepath.Join(t.TempDir(), "impostor"))
-	line := knownhosts.Line([]string{knownhosts.Normalize("127.0.0.1:" + strconv.Itoa(s.port))}, impostor)
+	impostor := sshtest.WriteKey(t, filepath.Join(t.TempDir(), "impostor"))
+	line := knownhosts.Line([]string{knownhosts.Normalize("127.0.0.1:" + strconv.Itoa(s.Port))}, impostor)
 	if err := os.WriteFile(wrongKnownHosts, []byte(line+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +177,7 @@ func TestStartFailures(t *testing.T) {
 			err: []string{`node "copper": host key of 127.0.0.1:`, "is not in " + emptyKnownHosts}},
 		{name: "changed host key", edit: func(n *spec.Node) { n.Provisioner.SSH.KnownHostsPath = wrongKnownHosts },
 			err: []string{`node "copper": HOST KEY MISMATCH`}},
-		{name: "unreachable host", edit: func(n *spec.Node) { n.Provisioner.SSH.Port = freePort(t) },
+		{name: "unreachable host", edit: func(n *spec.Node) { n.Provisioner.SSH.Port = sshtest.FreePort(t) },
 			err: []string{`node "copper": connect to 127.0.0.1:`, "connection refused"}},
 		{name: "wrong user", edit: func(n *spec.Node) { n.Provisioner.SSH.User = "nobody" },
 			err: []string{`node "copper"`, "not accepted for nobody@"}},
@@ -210,7 +190,7 @@ func TestStartFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n := s.node(t, "copper")
+			n := s.Node(t, "copper")
 			n.Provisioner.SSH.RemoteDir = filepath.Join(t.TempDir(), "copper")
 			if tt.edit != nil {
 				tt.edit(&n)
@@ -231,7 +211,7 @@ func TestStartFailures(t *testing.T) {
 				}
 			}
 			// Nothing half-started: check with the good settings.
-			good := s.node(t, "copper")
+			good := s.Node(t, "copper")
 			good.Provisioner.SSH.RemoteDir = n.Provisioner.SSH.RemoteDir
 			if alive, err := p.Alive(ctx, good, provision.Handle{}); err != nil || alive {
 				t.Fatalf("after failed start: Alive = %v, %v", alive, err)
@@ -244,7 +224,7 @@ func TestStartFailures(t *testing.T) {
 // preferred key type is not the known one still verifies.
 func TestKnownAlgorithms(t *testing.T) {
 	dir := t.TempDir()
-	ed := writeKey(t, filepath.Join(dir, "ed"))
+	ed := sshtest.WriteKey(t, filepath.Join(dir, "ed"))
 	kh := filepath.Join(dir, "known_hosts")
 	line := knownhosts.Line([]string{knownhosts.Normalize("example.org:2222")}, ed)
 	if err := os.WriteFile(kh, []byte(line+"\n"), 0o600); err != nil {

@@ -1,4 +1,6 @@
-package ssh
+// Package sshtest starts a real OpenSSH server on 127.0.0.1 for a test,
+// with throwaway host and user keys, logging in as the current user.
+package sshtest
 
 import (
 	"crypto/ed25519"
@@ -8,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -15,19 +18,21 @@ import (
 
 	xssh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/trainyard/trainyard/internal/cluster/spec"
 )
 
 // sshd is a real OpenSSH server on 127.0.0.1 for one test, with throwaway
 // host and user keys, logging in as the current user.
-type sshd struct {
-	dir        string
-	port       int
-	hostKey    xssh.PublicKey
-	userKey    string // private key file
-	knownHosts string // known_hosts naming the server
+type Server struct {
+	Dir        string
+	Port       int
+	HostKey    xssh.PublicKey
+	UserKey    string // private key file
+	KnownHosts string // known_hosts naming the server
 }
 
-func findSSHD(t *testing.T) string {
+func findSSHD(t testing.TB) string {
 	for _, p := range []string{"/usr/sbin/sshd", "/usr/local/sbin/sshd"} {
 		if _, err := os.Stat(p); err == nil {
 			return p
@@ -45,9 +50,9 @@ func findSSHD(t *testing.T) string {
 	return ""
 }
 
-// writeKey writes a new ed25519 private key in OpenSSH format and returns
+// WriteKey writes a new ed25519 private key in OpenSSH format and returns
 // its public half.
-func writeKey(t *testing.T, path string) xssh.PublicKey {
+func WriteKey(t testing.TB, path string) xssh.PublicKey {
 	t.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -67,7 +72,7 @@ func writeKey(t *testing.T, path string) xssh.PublicKey {
 	return sp
 }
 
-func freePort(t *testing.T) int {
+func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -77,26 +82,28 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func startSSHD(t *testing.T) *sshd {
+// Start runs sshd until the test ends; it fails the test (or skips it, when
+// TRAINYARD_REQUIRE_SSHD is unset and no sshd is installed).
+func Start(t testing.TB) *Server {
 	t.Helper()
 	bin := findSSHD(t)
-	s := &sshd{dir: t.TempDir()}
+	s := &Server{Dir: t.TempDir()}
 	// Privilege separation directory Debian's sshd insists on (systemd
 	// creates it on a real host).
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
 		t.Fatalf("create /run/sshd: %v", err)
 	}
-	hostKeyFile := filepath.Join(s.dir, "host_ed25519")
-	s.hostKey = writeKey(t, hostKeyFile)
-	s.userKey = filepath.Join(s.dir, "user_ed25519")
-	userPub := writeKey(t, s.userKey)
-	auth := filepath.Join(s.dir, "authorized_keys")
+	hostKeyFile := filepath.Join(s.Dir, "host_ed25519")
+	s.HostKey = WriteKey(t, hostKeyFile)
+	s.UserKey = filepath.Join(s.Dir, "user_ed25519")
+	userPub := WriteKey(t, s.UserKey)
+	auth := filepath.Join(s.Dir, "authorized_keys")
 	if err := os.WriteFile(auth, xssh.MarshalAuthorizedKey(userPub), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for attempt := 0; ; attempt++ {
-		s.port = freePort(t)
-		cfg := filepath.Join(s.dir, "sshd_config")
+		s.Port = FreePort(t)
+		cfg := filepath.Join(s.Dir, "sshd_config")
 		conf := fmt.Sprintf(`Port %d
 ListenAddress 127.0.0.1
 HostKey %s
@@ -111,11 +118,11 @@ PermitRootLogin prohibit-password
 AllowTcpForwarding no
 X11Forwarding no
 LogLevel VERBOSE
-`, s.port, hostKeyFile, filepath.Join(s.dir, "sshd.pid"), auth)
+`, s.Port, hostKeyFile, filepath.Join(s.Dir, "sshd.pid"), auth)
 		if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		logFile, err := os.Create(filepath.Join(s.dir, "sshd.log"))
+		logFile, err := os.Create(filepath.Join(s.Dir, "sshd.log"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,9 +146,9 @@ LogLevel VERBOSE
 			t.Fatalf("sshd did not start:\n%s", log)
 		}
 	}
-	s.knownHosts = filepath.Join(s.dir, "known_hosts")
-	line := knownhosts.Line([]string{knownhosts.Normalize("127.0.0.1:" + strconv.Itoa(s.port))}, s.hostKey)
-	if err := os.WriteFile(s.knownHosts, []byte(line+"\n"), 0o600); err != nil {
+	s.KnownHosts = filepath.Join(s.Dir, "known_hosts")
+	line := knownhosts.Line([]string{knownhosts.Normalize("127.0.0.1:" + strconv.Itoa(s.Port))}, s.HostKey)
+	if err := os.WriteFile(s.KnownHosts, []byte(line+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -149,7 +156,7 @@ LogLevel VERBOSE
 
 // waitListening polls until sshd accepts connections (false if it exited,
 // e.g. because another process took the port).
-func (s *sshd) waitListening(exited <-chan struct{}) bool {
+func (s *Server) waitListening(exited <-chan struct{}) bool {
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
@@ -157,7 +164,7 @@ func (s *sshd) waitListening(exited <-chan struct{}) bool {
 			return false
 		default:
 		}
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(s.port), time.Second)
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(s.Port), time.Second)
 		if err == nil {
 			c.Close()
 			return true
@@ -165,4 +172,20 @@ func (s *sshd) waitListening(exited <-chan struct{}) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return false
+}
+
+// Node is a spec node reaching this server as the current user.
+func (s *Server) Node(t testing.TB, name string) spec.Node {
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec.Node{
+		Name:    name,
+		Address: "127.0.0.1",
+		Provisioner: spec.Provisioner{Kind: spec.KindSSH, SSH: &spec.SSH{
+			User: u.Username, Port: s.Port, KeyPath: s.UserKey, KnownHostsPath: s.KnownHosts,
+			RemoteDir: filepath.Join(s.Dir, "remote", name),
+		}},
+	}
 }
