@@ -7,14 +7,16 @@ package plugintest
 
 import (
 	"bytes"
+	"context"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/trainyard/trainyard/plugins/pluginbuild"
 )
 
 // Module is the repository's Go module path.
@@ -56,10 +58,6 @@ func BuildGo(t testing.TB, pkg string) []byte {
 		return b
 	}
 	root := Root(t)
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("plugintest: the go command is not on PATH (needed to build %s; or run `make plugins`): %v", pkg, err)
-	}
 	outDir := filepath.Join(root, ".cache", "plugintest")
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		t.Fatalf("plugintest: %v", err)
@@ -73,12 +71,9 @@ func BuildGo(t testing.TB, pkg string) []byte {
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	cmd := exec.Command(gobin, "build", "-trimpath", "-buildmode=c-shared", "-o", tmp.Name(), pkg)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0", "GOTOOLCHAIN=local")
 	start := time.Now()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("plugintest: build %s: %v\n%s", pkg, err, out)
+	if err := pluginbuild.Go(context.Background(), "", root, pkg, tmp.Name()); err != nil {
+		t.Fatalf("plugintest: %v", err)
 	}
 	b, err := os.ReadFile(tmp.Name())
 	if err != nil {
