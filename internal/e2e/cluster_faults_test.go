@@ -3,6 +3,7 @@ package e2e
 import (
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -43,6 +44,39 @@ func TestClusterOverSSH(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(srv.Dir, "remote", "ssh-a", sshprov.AgentFile)); err != nil {
 		t.Fatalf("binary not copied to the remote dir: %v", err)
 	}
+	// Nodes that cannot be reached are refused with the node and the cause,
+	// and leave nothing running; the healthy nodes stay up.
+	bad := srv.Node(t, "ssh-badkey")
+	otherKey := filepath.Join(t.TempDir(), "not-authorized")
+	sshtest.WriteKey(t, otherKey)
+	badFile := writeFile(t, "bad.yaml", "name: lab\nnodes:\n"+strings.Join(nodes, "")+
+		"  - name: ssh-badkey\n    address: 127.0.0.1\n    provisioner:\n      kind: ssh\n      ssh: {user: "+bad.Provisioner.SSH.User+", port: "+strconv.Itoa(srv.Port)+
+		", key: "+otherKey+", known_hosts: "+srv.KnownHosts+", remote_dir: "+bad.Provisioner.SSH.RemoteDir+"}\n"+
+		"  - name: ssh-unreachable\n    address: 127.0.0.1\n    provisioner:\n      kind: ssh\n      ssh: {user: "+bad.Provisioner.SSH.User+", port: "+freePortStr(t)+
+		", key: "+srv.UserKey+", known_hosts: "+srv.KnownHosts+"}\n")
+	cmd := exec.Command(binary, "cluster", "up", "-f", badFile, "--data-dir", dev.dir)
+	msg, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(msg), "2 node(s) failed") {
+		t.Fatalf("up with bad nodes: want a failure exit, got %v:\n%s", err, msg)
+	}
+	dev.call("GET", "/v1/clusters/lab", dev.admin, nil, &st)
+	for _, n := range st.Nodes {
+		switch n.Name {
+		case "ssh-badkey", "ssh-unreachable":
+			if n.Health != "Failed" || !strings.Contains(n.Error, n.Name) || n.AgentPID != 0 {
+				t.Errorf("%s: health %s, error %q", n.Name, n.Health, n.Error)
+			}
+		default:
+			if n.Health != "Idle" && n.Health != "Healthy" {
+				t.Errorf("%s went %s when other nodes failed", n.Name, n.Health)
+			}
+		}
+	}
+	if _, err := os.Stat(bad.Provisioner.SSH.RemoteDir); err == nil {
+		t.Errorf("ssh-badkey: remote dir %s exists though login failed", bad.Provisioner.SSH.RemoteDir)
+	}
+	t.Logf("bad nodes: %s", msg)
+
 	cli(t, dev, "cluster", "down", "lab")
 	waitFor(t, func() bool {
 		for _, pid := range pids {
