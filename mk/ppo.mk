@@ -1,0 +1,14 @@
+# Built-in PPO learner (internal/ppo, internal/nn, internal/envs/...).
+# The learning tests (CartPole-v1 to 475, Pendulum-v1 to -200) take ~25 s
+# without the race detector and are compiled out under -race, so `make test`
+# runs them here first, without -race.
+TEST_DEPS += ppo-learn
+
+.PHONY: ppo-learn ppo-bench
+
+ppo-learn:
+	$(GO) test -count=1 -run '^TestLearn' -timeout 10m ./internal/ppo/
+
+# Rollout throughput, time to CartPole 475, env and network kernels.
+ppo-bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/ppo/ ./internal/nn/ ./internal/envs/...
