@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/trainyard/trainyard/internal/envs"
+	"github.com/trainyard/trainyard/internal/nn"
 )
 
 // Act writes actions for n = len(obs)/obs_dim observations: the mode of
@@ -16,9 +17,14 @@ func (l *Learner) Act(obs, actions []float32) error {
 	if n*l.od != len(obs) || len(actions) != n*l.ad {
 		return fmt.Errorf("ppo: act: %d observations and %d actions for obs_dim %d, act_dim %d", len(obs), len(actions), l.od, l.ad)
 	}
-	x := make([]float64, n*l.od)
+	l.act(obs, actions, n, make([]float64, n*l.od), l.pi.NewWorkspace(n))
+	return nil
+}
+
+// act is Act with caller-provided scratch: x holds n·obs_dim values, ws
+// at least n samples.
+func (l *Learner) act(obs, actions []float32, n int, x []float64, ws *nn.Workspace) {
 	l.normalizeObs(x, obs, n)
-	ws := l.pi.NewWorkspace(n)
 	out := l.pi.Forward(l.params[l.piOff:l.vfOff], ws, x, n)
 	for i := 0; i < n; i++ {
 		o := out[i*l.nAct : (i+1)*l.nAct]
@@ -36,7 +42,6 @@ func (l *Learner) Act(obs, actions []float32) error {
 			actions[i*l.ad+d] = min(max(float32(mu), l.actLow[d]), l.actHigh[d])
 		}
 	}
-	return nil
 }
 
 // EvalResult summarises deterministic evaluation episodes.
@@ -65,6 +70,7 @@ func (l *Learner) Evaluate(ctx context.Context, env envs.VecEnv, seed uint64, ep
 	if err := env.Reset(seed, obs); err != nil {
 		return EvalResult{}, fmt.Errorf("ppo: evaluate: reset %s: %w", spec.Name, err)
 	}
+	x, ws := make([]float64, n*l.od), l.pi.NewWorkspace(n)
 	ret := make([]float64, n)
 	done := make([]int, n)
 	res := EvalResult{ReturnMin: math.Inf(1), ReturnMax: math.Inf(-1)}
@@ -73,9 +79,7 @@ func (l *Learner) Evaluate(ctx context.Context, env envs.VecEnv, seed uint64, ep
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("ppo: evaluate: %w", err)
 		}
-		if err := l.Act(obs, acts); err != nil {
-			return res, err
-		}
+		l.act(obs, acts, n, x, ws)
 		if err := env.Step(acts, obs, rew, term, trunc, fin); err != nil {
 			return res, fmt.Errorf("ppo: evaluate: step %s: %w", spec.Name, err)
 		}

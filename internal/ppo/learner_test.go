@@ -431,3 +431,32 @@ func TestEvaluateCountsEpisodesPerEnv(t *testing.T) {
 		t.Fatal("evaluated CartPole's policy on Pendulum")
 	}
 }
+
+func TestActIsTheModeAndChecksSizes(t *testing.T) {
+	for _, name := range []string{cartpole.Name, pendulum.Name} {
+		l, _ := New(newEnv(t, name, 2), smallConfig(name, 1))
+		run(t, l, 1)
+		od := l.od
+		obs := l.obs[:2*od]
+		acts := make([]float32, 2*l.ad)
+		if err := l.Act(obs, acts); err != nil {
+			t.Fatal(err)
+		}
+		x := make([]float64, 2*od)
+		l.normalizeObs(x, obs, 2)
+		out := l.pi.Forward(l.params[l.piOff:l.vfOff], l.pi.NewWorkspace(2), x, 2)
+		for i := 0; i < 2; i++ {
+			o := out[i*l.nAct : (i+1)*l.nAct]
+			if l.discrete {
+				if o[int(acts[i])] < o[1-int(acts[i])] {
+					t.Fatalf("%s: action %v is not the argmax of %v", name, acts[i], o)
+				}
+			} else if want := min(max(float32(o[0]), -2), 2); acts[i] != want {
+				t.Fatalf("%s: action %v, want the clipped mean %v", name, acts[i], want)
+			}
+		}
+		if err := l.Act(obs[:od+1], acts); err == nil {
+			t.Fatalf("%s: Act accepted a partial observation", name)
+		}
+	}
+}
