@@ -18,10 +18,12 @@ import (
 var nativeRate = map[int]float64{}
 
 // BenchmarkCartPole prints env-steps/s side by side: native Go, then the
-// Go-built and AssemblyScript plugins with the sandbox on (deadline
-// interruption enabled), single-step and batched; then the sandbox's
-// interruption switched off and the per-call-context alternative, to show
-// what each costs. x_native is the ratio to native at the same batch size.
+// Go-built and AssemblyScript plugins with the sandbox on, single-step and
+// batched: in process (wazero interruption + watchdog) and in a worker
+// process (no interruption checks, killed at the deadline); then, to show
+// what interruption costs, in process with it switched off (not a sandbox
+// we would run) and with a context per call instead of the watchdog.
+// x_native is the ratio to native at the same batch size.
 func BenchmarkCartPole(b *testing.B) {
 	ctx := context.Background()
 	goWasm := plugintest.BuildGo(b, "./plugins/examples/cartpole")
@@ -49,16 +51,19 @@ func BenchmarkCartPole(b *testing.B) {
 		})
 	}
 	cases := []struct {
-		name string
-		rt   *Runtime
-		wasm []byte
+		name   string
+		rt     *Runtime
+		wasm   []byte
+		worker bool
 	}{
-		{"go-wasm", rt, goWasm},
-		{"as-wasm", rt, asWasm},
-		{"go-wasm-nointerrupt", off, goWasm},
-		{"as-wasm-nointerrupt", off, asWasm},
-		{"go-wasm-ctxdeadline", perCall, goWasm},
-		{"as-wasm-ctxdeadline", perCall, asWasm},
+		{"go-wasm", rt, goWasm, false},
+		{"as-wasm", rt, asWasm, false},
+		{"go-wasm-worker", rt, goWasm, true},
+		{"as-wasm-worker", rt, asWasm, true},
+		{"go-wasm-nointerrupt", off, goWasm, false},
+		{"as-wasm-nointerrupt", off, asWasm, false},
+		{"go-wasm-ctxdeadline", perCall, goWasm, false},
+		{"as-wasm-ctxdeadline", perCall, asWasm, false},
 	}
 	for _, c := range cases {
 		m, err := c.rt.Load(ctx, c.wasm, LoadOptions{})
@@ -67,7 +72,12 @@ func BenchmarkCartPole(b *testing.B) {
 		}
 		for _, n := range sizes {
 			b.Run(fmt.Sprintf("%s/n=%d", c.name, n), func(b *testing.B) {
-				v, err := m.NewVecEnv(ctx, n, 0)
+				var v envs.VecEnv
+				if c.worker {
+					v, err = m.NewWorkerVecEnv(ctx, n, 0, nil)
+				} else {
+					v, err = m.NewVecEnv(ctx, n, 0)
+				}
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -38,6 +38,8 @@ type Module struct {
 	meta     Metadata
 	label    string
 	hasInit  bool // exports _initialize (Go c-shared)
+	wasm     []byte
+	granted  int // host functions granted at Load
 
 	pool chan *instance
 
@@ -90,6 +92,7 @@ func (r *Runtime) Load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 		}
 	}()
 
+	m.wasm, m.granted = wasm, len(opts.HostFuncs)
 	granted, err := m.instantiateHost(ctx, opts.HostFuncs)
 	if err != nil {
 		return nil, fmt.Errorf("load plugin %s: %w", m.label, err)
