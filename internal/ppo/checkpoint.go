@@ -150,13 +150,20 @@ func Restore(r io.Reader, env envs.VecEnv) (*Learner, error) {
 		return nil, bad("it is for %d × %s (obs %d, act %d), the env is %d × %s (obs %d, act %d)",
 			h.NumEnvs, h.Env, h.ObsDim, h.ActDim, env.NumEnvs(), spec.Name, spec.Observation.Dim(), spec.Action.Dim())
 	}
+	// Check the sizes before build allocates anything the header asks for.
+	if h.NumParams < 0 || len(body)-p != 3*8*h.NumParams {
+		return nil, bad("%d parameters but %d bytes of weights", h.NumParams, len(body)-p)
+	}
+	if len(h.Obs) != h.NumEnvs*h.ObsDim {
+		return nil, bad("per-env state has the wrong size")
+	}
 	l, err := build(env, h.Config)
 	if err != nil {
 		return nil, fmt.Errorf("ppo: restore: %w", err)
 	}
 	np := len(l.params)
-	if h.NumParams != np || len(body)-p != 3*8*np {
-		return nil, bad("%d parameters with %d bytes of weights, the config implies %d", h.NumParams, len(body)-p, np)
+	if h.NumParams != np {
+		return nil, bad("%d parameters, the config implies %d", h.NumParams, np)
 	}
 	for _, vec := range [][]float64{l.params, l.adam.M, l.adam.V} {
 		for i := range vec {

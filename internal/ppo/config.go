@@ -140,9 +140,31 @@ func (c Config) validate() error {
 		return fmt.Errorf("reward_clip %v ≤ 0", c.RewardClip)
 	}
 	for _, h := range c.Hidden {
-		if h < 1 {
-			return fmt.Errorf("hidden size %d < 1", h)
+		if h < 1 || h > maxHidden {
+			return fmt.Errorf("hidden size %d outside [1,%d]", h, maxHidden)
 		}
+	}
+	// Bounds that keep a corrupt or hostile config (say, from a checkpoint)
+	// from asking for absurd allocations.
+	switch {
+	case len(c.Hidden) > maxLayers:
+		return fmt.Errorf("%d hidden layers > %d", len(c.Hidden), maxLayers)
+	case c.NumSteps > maxSteps:
+		return fmt.Errorf("num_steps %d > %d", c.NumSteps, maxSteps)
+	case c.Workers > maxWorkers:
+		return fmt.Errorf("workers %d > %d", c.Workers, maxWorkers)
+	case c.ReturnWindow > maxWindow:
+		return fmt.Errorf("return_window %d > %d", c.ReturnWindow, maxWindow)
 	}
 	return nil
 }
+
+const (
+	maxHidden  = 4096
+	maxLayers  = 16
+	maxSteps   = 1 << 20
+	maxWorkers = 256
+	maxWindow  = 1 << 20
+	// maxRollout bounds NumSteps × NumEnvs × widest row (checked in build).
+	maxRollout = 1 << 24
+)

@@ -167,6 +167,9 @@ func build(env envs.VecEnv, cfg Config) (*Learner, error) {
 	default:
 		return nil, fmt.Errorf("ppo: %s: action space %q unsupported", spec.Name, spec.Action.Kind)
 	}
+	if w := max(l.od, l.ad); cfg.NumSteps*l.nEnv > maxRollout/max(w, 1) {
+		return nil, fmt.Errorf("ppo: rollout of %d steps × %d envs × %d values is too large", cfg.NumSteps, l.nEnv, w)
+	}
 	sizes := func(out int) []int {
 		s := append([]int{l.od}, cfg.Hidden...)
 		return append(s, out)
