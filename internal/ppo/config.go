@@ -2,6 +2,7 @@ package ppo
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/trainyard/trainyard/internal/envs/cartpole"
 	"github.com/trainyard/trainyard/internal/envs/pendulum"
@@ -111,6 +112,17 @@ func ConfigFor(env string) Config {
 }
 
 func (c Config) validate() error {
+	// Every float must be finite: a checkpoint stores the config as JSON.
+	for name, v := range map[string]float64{
+		"gamma": c.Gamma, "gae_lambda": c.Lambda, "learning_rate": c.LearningRate,
+		"clip_coef": c.ClipCoef, "value_coef": c.ValueCoef, "entropy_coef": c.EntropyCoef,
+		"max_grad_norm": c.MaxGradNorm, "adam_eps": c.AdamEps, "target_kl": c.TargetKL,
+		"init_log_std": c.InitLogStd, "obs_clip": c.ObsClip, "reward_clip": c.RewardClip,
+	} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%s is %v", name, v)
+		}
+	}
 	switch {
 	case c.NumSteps < 1:
 		return fmt.Errorf("num_steps %d < 1", c.NumSteps)

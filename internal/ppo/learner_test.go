@@ -396,6 +396,8 @@ func TestNewRejects(t *testing.T) {
 		{"zero epochs", envs.Spec{Observation: box, Action: box}, func(c *Config) { c.Epochs = 0 }, "epochs"},
 		{"gamma above 1", envs.Spec{Observation: box, Action: box}, func(c *Config) { c.Gamma = 1.5 }, "gamma"},
 		{"NaN learning rate", envs.Spec{Observation: box, Action: box}, func(c *Config) { c.LearningRate = math.NaN() }, "learning_rate"},
+		{"infinite entropy coefficient", envs.Spec{Observation: box, Action: box}, func(c *Config) { c.EntropyCoef = math.Inf(1) }, "entropy_coef"},
+		{"huge hidden layer", envs.Spec{Observation: box, Action: box}, func(c *Config) { c.Hidden = []int{1 << 30} }, "hidden"},
 		{"no workers", envs.Spec{Observation: box, Action: box}, func(c *Config) { c.Workers = 0 }, "workers"},
 		{"zero hidden", envs.Spec{Observation: box, Action: box}, func(c *Config) { c.Hidden = []int{0} }, "hidden"},
 	}
