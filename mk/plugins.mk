@@ -4,7 +4,7 @@
 PLUGINS_OUT := $(CACHE)/plugins
 ASC := sdk/assemblyscript/node_modules/.bin/asc
 GO_PLUGINS := cartpole pendulum shaping tictactoe
-AS_PLUGINS := cartpole-as goleft
+AS_PLUGINS := cartpole-as reward-clip-as goleft
 AS_SDK_SRC := $(wildcard sdk/assemblyscript/assembly/*.ts)
 
 .PHONY: plugins plugins-go plugins-clean FORCE_PLUGINS
@@ -24,6 +24,11 @@ $(ASC): sdk/assemblyscript/package.json sdk/assemblyscript/package-lock.json
 $(PLUGINS_OUT)/cartpole-as.wasm: $(ASC) $(AS_SDK_SRC) $(wildcard plugins/examples/cartpole-as/assembly/*.ts)
 	@mkdir -p $(PLUGINS_OUT)
 	$(ASC) plugins/examples/cartpole-as/assembly/index.ts -o $@ --runtime incremental -O3 --noAssert \
+	  --use abort=sdk/assemblyscript/assembly/index/abortTrap
+
+$(PLUGINS_OUT)/reward-clip-as.wasm: $(ASC) $(AS_SDK_SRC) $(wildcard plugins/examples/reward-clip-as/assembly/*.ts)
+	@mkdir -p $(PLUGINS_OUT)
+	$(ASC) plugins/examples/reward-clip-as/assembly/index.ts -o $@ --runtime incremental -O3 --noAssert \
 	  --use abort=sdk/assemblyscript/assembly/index/abortTrap
 
 $(PLUGINS_OUT)/goleft.wasm: $(ASC) $(AS_SDK_SRC) sdk/assemblyscript/template/assembly/index.ts

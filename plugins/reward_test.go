@@ -88,3 +88,28 @@ func TestShapedVecEnv(t *testing.T) {
 		t.Errorf("shaping with an env plugin: %v, want a kind error", err)
 	}
 }
+
+// TestAssemblyScriptReward: the AssemblyScript reward plugin clips rewards
+// to their sign for any env dimensions.
+func TestAssemblyScriptReward(t *testing.T) {
+	rt := newTestRuntime(t)
+	wasm := plugintest.AssemblyScript(t, "reward-clip-as")
+	if _, err := rt.Validate(context.Background(), wasm, testLimits); err != nil {
+		t.Fatal(err)
+	}
+	m := load(t, rt, wasm, testLimits)
+	env := []float32{3, -0.5, 0, 1e-30, -7}
+	for _, od := range []int{1, 4, 17} {
+		out := make([]float32, len(env))
+		obs := make([]float32, len(env)*od)
+		if err := m.RewardBatch(context.Background(), od, 2, obs, make([]float32, 2*len(env)), obs, env, out); err != nil {
+			t.Fatal(err)
+		}
+		want := []float32{1, -1, 0, 1, -1}
+		for i := range want {
+			if out[i] != want[i] {
+				t.Fatalf("obs_dim %d: out = %v, want %v", od, out, want)
+			}
+		}
+	}
+}

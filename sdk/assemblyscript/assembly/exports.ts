@@ -8,4 +8,5 @@ export {
   init,
   reset,
   stepBatch as step_batch,
+  rewardBatch as reward_batch,
 } from "./index";

@@ -54,6 +54,26 @@ export function registerEnv(meta: string, obsDimension: i32, actDimension: i32, 
   factory = make;
 }
 
+/** A reward-shaping function over one transition (pointers to f32 vectors). */
+export type RewardFn = (obs: usize, action: usize, nextObs: usize, obsDim: i32, actDim: i32, envReward: f32) => f32;
+
+let rewardFn: RewardFn | null = null;
+
+/**
+ * Registers a reward plugin. obsDimension/actDimension > 0 restrict it to
+ * envs of those dimensions; 0 composes with any env (omit the spaces from
+ * meta then).
+ */
+export function registerReward(meta: string, obsDimension: i32, actDimension: i32, fn: RewardFn): void {
+  const full = '{"abi_version":1,"kind":"reward",' + meta.slice(1);
+  const buf = String.UTF8.encode(full);
+  metaPtr = changetype<usize>(buf);
+  metaLen = buf.byteLength;
+  obsDim = obsDimension;
+  actDim = actDimension;
+  rewardFn = fn;
+}
+
 // Error reporting.
 let errPtr: usize = 0;
 let errLen: i32 = 0;
@@ -89,6 +109,7 @@ export function free(ptr: usize): void {
 
 export function init(n: i32, seed: u64): i32 {
   if (n <= 0) return fail(STATUS_BAD_INPUT, "init: n must be > 0, got " + n.toString());
+  if (rewardFn != null) return STATUS_OK;
   if (factory == null) return fail(STATUS_FAULT, "init: no env registered");
   // Instances are kept across inits (a pooled instance is re-inited).
   while (envs.length < n) {
@@ -212,4 +233,20 @@ export class PCG32 {
     const u = <f64>(bits & ((<u64>1 << 53) - 1)) / <f64>(<u64>1 << 53);
     return lo + (hi - lo) * u;
   }
+}
+
+export function rewardBatch(n: i32, od: i32, ad: i32, obs: usize, actions: usize, nextObs: usize, envRewards: usize, out: usize): i32 {
+  if (rewardFn == null) return fail(STATUS_BAD_INPUT, "reward_batch: not a reward plugin");
+  if (n < 0 || od <= 0 || ad <= 0) return fail(STATUS_BAD_INPUT, "reward_batch: bad sizes");
+  if ((obsDim > 0 && od != obsDim) || (actDim > 0 && ad != actDim)) {
+    return fail(STATUS_BAD_INPUT, "reward_batch: dimensions " + od.toString() + "/" + ad.toString() + " do not match the plugin's");
+  }
+  if (obs == 0 || actions == 0 || nextObs == 0 || envRewards == 0 || out == 0) return fail(STATUS_BAD_INPUT, "reward_batch: null buffer");
+  const f = rewardFn!;
+  const ob = <usize>od << 2, ab = <usize>ad << 2;
+  for (let i = 0; i < n; i++) {
+    const o = <usize>i;
+    store<f32>(out + (o << 2), f(obs + o * ob, actions + o * ab, nextObs + o * ob, od, ad, load<f32>(envRewards + (o << 2))));
+  }
+  return STATUS_OK;
 }

@@ -1,0 +1,52 @@
+package plugins_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/trainyard/trainyard/plugins"
+)
+
+// The three calls a user of the package needs: validate (at upload), load,
+// and run an env plugin as an envs.VecEnv.
+func Example() {
+	ctx := context.Background()
+	wasm, err := os.ReadFile(".cache/plugins/cartpole.wasm") // built by `make plugins`
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	rt, err := plugins.NewRuntime(ctx, plugins.RuntimeConfig{CacheDir: ".cache/wazero"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer rt.Close(ctx)
+
+	limits := plugins.Limits{MemoryPages: 512}
+	if _, err := rt.Validate(ctx, wasm, limits); errors.Is(err, plugins.ErrInvalidPlugin) {
+		fmt.Println("rejected:", err) // an API maps this to 422
+		return
+	}
+	mod, err := rt.Load(ctx, wasm, plugins.LoadOptions{Limits: limits})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer mod.Close(ctx)
+	env, err := mod.NewVecEnv(ctx, 1024, 42)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer env.Close()
+	stats, err := plugins.Rollout(ctx, env, 1_000_000, 42)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("%s: %.0f steps/s, %d episodes, mean return %.1f\n",
+		mod.Metadata().Label(), stats.StepsPerSec, stats.Episodes, stats.MeanReturn)
+}
