@@ -74,6 +74,11 @@ func TestHostileStructural(t *testing.T) {
 				f.body = opLoopForever
 			}
 		}).encode(), ErrTimeout, []string{"init", "limit 2s"}},
+		{"infinite loop in _initialize", func() []byte {
+			m := handmadeEnv(nil)
+			m.funcs = append(m.funcs, wfunc{name: "_initialize", body: opLoopForever})
+			return m.encode()
+		}(), ErrTimeout, []string{"_initialize", "limit 2s"}},
 		{"infinite loop in step", handmadeEnv(func(n string, f *wfunc) {
 			if n == "step_batch" {
 				f.body = opLoopForever
