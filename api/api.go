@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.temporal.io/sdk/client"
 
+	"github.com/trainyard/trainyard/internal/admission"
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginstore"
@@ -34,7 +35,9 @@ type Deps struct {
 	// Plugins validates uploads; PluginStore keeps them.
 	Plugins     *plugins.Runtime
 	PluginStore *pluginstore.Store
-	Logger      *slog.Logger
+	// Admission decides submissions with the policy bundle in force.
+	Admission *admission.Service
+	Logger    *slog.Logger
 	// Ready lists the named checks /readyz runs; all must pass.
 	Ready map[string]func(context.Context) error
 }
@@ -66,6 +69,7 @@ func New(d Deps) *Server {
 	s.registerTokens()
 	s.registerPlugins()
 	s.registerClusters()
+	s.registerPolicies()
 	return s
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/cluster/spec"
+	"github.com/trainyard/trainyard/internal/workspec"
 	"github.com/trainyard/trainyard/workflows"
 	"github.com/trainyard/trainyard/workflows/cluster"
 	"github.com/trainyard/trainyard/workflows/job"
@@ -203,10 +204,20 @@ func (s *Server) registerClusters() {
 		"Run a command on a node of the cluster with the CPUs, GPUs and memory it asks for", auth.Operator, "jobs")
 	submit.DefaultStatus = http.StatusCreated
 	huma.Register(s.API, submit, func(ctx context.Context, in *submitJobInput) (*workflowRefOutput, error) {
-		if _, err := s.d.Temporal.DescribeWorkflowExecution(ctx, cluster.WorkflowID(in.Name), ""); err != nil {
+		v, err := s.d.Temporal.QueryWorkflow(ctx, cluster.WorkflowID(in.Name), "", cluster.QueryStatus)
+		if err != nil {
 			return nil, temporalErr("cluster "+in.Name, err)
 		}
-		run, err := s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "job-" + uuid.NewString(), TaskQueue: workflows.ControlTaskQueue},
+		var st cluster.Status
+		if err := v.Get(&st); err != nil {
+			return nil, huma.Error500InternalServerError("decode cluster status", err)
+		}
+		id := "job-" + uuid.NewString()
+		ws := workspec.Spec{Name: id, Kind: "job", Roles: []workspec.Role{{Name: "job", Count: 1, CPUs: in.Body.CPUs, GPUs: float64(in.Body.GPUs), MemoryMB: in.Body.MemoryMB}}}
+		if err := s.admitJob(ctx, id, st, ws); err != nil {
+			return nil, err
+		}
+		run, err := s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue},
 			job.Name, job.Input{Cluster: in.Name, Command: in.Body.Command, Env: in.Body.Env, CPUs: in.Body.CPUs, GPUs: in.Body.GPUs, MemoryMB: in.Body.MemoryMB})
 		if err != nil {
 			return nil, temporalErr("submit job", err)

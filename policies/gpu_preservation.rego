@@ -24,3 +24,15 @@ deny contains {
 	some g in object.get(p, "gpus", [])
 	reserved(p.node, g.index)
 }
+
+# Work that needs more whole GPUs than the cluster has outside the inference
+# reservation can never be placed: deny it up front instead of letting it
+# wait forever (fractions round up per instance).
+deny contains {
+	"rule": "gpu_preservation",
+	"reason": sprintf("work needs %d GPU(s) but only %d in the cluster are not reserved for inference", [needed, count(free_vram)]),
+} if {
+	params.gpu_preservation.enabled
+	needed := sum([n | some r in input.work.roles; r.gpus > 0; n := r.count * ceil(r.gpus)])
+	needed > count(free_vram)
+}

@@ -62,5 +62,20 @@ test_all_gpus_reserved_leaves_no_gpu_for_training if {
 	d := admission.deny with input as {"work": training_job, "cluster": fleet}
 		with data.trainyard.params.gpu_preservation.enabled as true
 		with data.trainyard.params.gpu_preservation.reserved_per_node as 1
-	rules(d) == {"gpu_tier"}
+	rules(d) == {"gpu_tier", "gpu_preservation"}
+}
+
+test_gpu_work_denied_when_every_gpu_is_reserved if {
+	job := {"id": "train", "kind": "batch", "roles": [{"name": "trainer", "count": 1, "cpus": 1, "memory_mb": 100, "gpus": 1}]}
+	d := admission.deny with input as {"work": job, "cluster": seed000_pool}
+		with data.trainyard.params.gpu_preservation.enabled as true
+		with data.trainyard.params.gpu_preservation.reserved_per_node as 1
+	rules(d) == {"gpu_preservation"}
+}
+
+test_gpu_work_allowed_when_unreserved_gpus_remain if {
+	job := {"id": "train", "kind": "batch", "roles": [{"name": "trainer", "count": 2, "cpus": 1, "memory_mb": 100, "gpus": 1}]}
+	admission.allow with input as {"work": job, "cluster": seed000_pool}
+		with data.trainyard.params.gpu_preservation.enabled as true
+		with data.trainyard.params.gpu_preservation.reserved as ["g5-1:0", "g5-2:0"]
 }

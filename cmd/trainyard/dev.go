@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trainyard/trainyard/api"
+	"github.com/trainyard/trainyard/internal/admission"
 	"github.com/trainyard/trainyard/internal/atomicfile"
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/embedded"
@@ -159,8 +160,12 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 	}
 	stops = append(stops, w.Stop)
 
+	adm, err := admission.Open(ctx, store)
+	if err != nil {
+		return err
+	}
 	srv := api.New(api.Deps{Temporal: tc, Namespace: "default", Tokens: tokens, Store: store, Logger: log,
-		Plugins: rt, PluginStore: pluginstore.New(store),
+		Plugins: rt, PluginStore: pluginstore.New(store), Admission: adm,
 		Ready: readyChecks(tc, store)})
 	as, err := serveAPI(fmt.Sprintf("%s:%d", o.ip, o.apiPort), srv.Handler(), log)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trainyard/trainyard/api"
+	"github.com/trainyard/trainyard/internal/admission"
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginstore"
@@ -82,8 +83,12 @@ func runServer(ctx context.Context, g *globals, o *serverOptions) error {
 		return err
 	}
 	defer rt.Close(context.Background())
+	adm, err := admission.Open(ctx, store)
+	if err != nil {
+		return err
+	}
 	srv := api.New(api.Deps{Temporal: tc, Namespace: o.temporal.Namespace, Tokens: tokens, Store: store, Logger: log,
-		Plugins: rt, PluginStore: pluginstore.New(store),
+		Plugins: rt, PluginStore: pluginstore.New(store), Admission: adm,
 		Ready: readyChecks(tc, store)})
 	as, err := serveAPI(o.listen, srv.Handler(), log)
 	if err != nil {

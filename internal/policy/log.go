@@ -34,7 +34,8 @@ func NewLog(capacity int) *Log {
 func (l *Log) Append(t time.Time, workID string, d Decision) LogEntry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := LogEntry{Seq: l.next, Time: t, WorkID: workID, InputHash: d.InputHash, Revision: d.Revision, Allow: d.Allow, Violations: d.Violations}
+	// Seq starts at 1, so "after 0" means from the beginning.
+	e := LogEntry{Seq: l.next + 1, Time: t, WorkID: workID, InputHash: d.InputHash, Revision: d.Revision, Allow: d.Allow, Violations: d.Violations}
 	if len(l.ring) < cap(l.ring) {
 		l.ring = append(l.ring, e)
 	} else {
@@ -52,8 +53,8 @@ func (l *Log) List(after int64, limit int) []LogEntry {
 	n := uint64(len(l.ring))
 	first := l.next - n
 	start := first
-	if after >= 0 && uint64(after)+1 > start {
-		start = uint64(after) + 1
+	if after > 0 && uint64(after) > start { // entry at ring index i has Seq i+1
+		start = uint64(after)
 	}
 	var out []LogEntry
 	for s := start; s < l.next && (limit <= 0 || len(out) < limit); s++ {

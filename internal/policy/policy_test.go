@@ -307,8 +307,10 @@ func TestSeed000AdmitsAndPlaces(t *testing.T) {
 	for _, v := range d.Violations {
 		rules[v.Rule]++
 	}
-	if rules["node_capacity"] != 2 || rules["gpu_preservation"] != 2 {
-		t.Errorf("violations %+v, want CPU and memory over share on g5-1 and the reserved GPU", d.Violations)
+	// gpu_preservation fires three times: the rollout GPU share, the
+	// reserved GPU in the placement, and 7 GPUs wanted with none unreserved.
+	if rules["node_capacity"] != 2 || rules["gpu_preservation"] != 3 {
+		t.Errorf("violations %+v, want CPU and memory over share on g5-1, the reserved GPU and no unreserved GPU left", d.Violations)
 	}
 }
 
@@ -394,16 +396,17 @@ func TestDecisionLog(t *testing.T) {
 		limit int
 		want  []uint64
 	}{
-		{-1, 0, []uint64{2, 3, 4}},
-		{2, 0, []uint64{3, 4}},
-		{-1, 2, []uint64{2, 3}},
-		{4, 0, nil},
+		{0, 0, []uint64{3, 4, 5}}, // sequence numbers start at 1; 1 and 2 fell out
+		{-1, 0, []uint64{3, 4, 5}},
+		{3, 0, []uint64{4, 5}},
+		{0, 2, []uint64{3, 4}},
+		{5, 0, nil},
 	}
 	for _, tt := range tests {
 		var got []uint64
 		for _, e := range l.List(tt.after, tt.limit) {
 			got = append(got, e.Seq)
-			if e.WorkID != fmt.Sprint("w", e.Seq) || e.InputHash != fmt.Sprint(e.Seq) {
+			if e.WorkID != fmt.Sprint("w", e.Seq-1) || e.InputHash != fmt.Sprint(e.Seq-1) {
 				t.Errorf("entry %d = %+v", e.Seq, e)
 			}
 		}

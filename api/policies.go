@@ -1,0 +1,172 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/trainyard/trainyard/internal/admission"
+	"github.com/trainyard/trainyard/internal/auth"
+	"github.com/trainyard/trainyard/internal/policy"
+	"github.com/trainyard/trainyard/internal/scheduler"
+	"github.com/trainyard/trainyard/internal/workspec"
+	"github.com/trainyard/trainyard/workflows/cluster"
+)
+
+type bundleOutput struct {
+	Body struct {
+		Revision string        `json:"revision"`
+		Bundle   policy.Bundle `json:"bundle"`
+	}
+}
+
+type bundleInput struct {
+	Body policy.Bundle
+}
+
+type testOutput struct {
+	Body struct {
+		Passed  int                 `json:"passed"`
+		Failed  int                 `json:"failed"`
+		Results []policy.TestResult `json:"results"`
+	}
+}
+
+type pushOutput struct {
+	Body struct {
+		Revision string `json:"revision"`
+		Tests    int    `json:"tests" doc:"Rego tests that passed before the bundle went in force."`
+	}
+}
+
+type dryRunOutput struct {
+	Body struct {
+		Revision  string          `json:"revision" doc:"Of the proposed bundle."`
+		Evaluated int             `json:"evaluated" doc:"Recent submissions replayed."`
+		Changes   []policy.Change `json:"changes" doc:"Only the submissions whose decision would change, and why."`
+	}
+}
+
+type decisionsInput struct {
+	After int64 `query:"after" minimum:"0" doc:"Only decisions with a larger sequence number."`
+	Limit int   `query:"limit" minimum:"1" maximum:"1000" default:"100"`
+}
+
+type decisionsOutput struct {
+	Body struct {
+		Decisions []policy.LogEntry `json:"decisions"`
+	}
+}
+
+func (s *Server) registerPolicies() {
+	huma.Register(s.API, op(http.MethodGet, "/v1/policies", "get-policies", "The policy bundle in force: Rego modules, data and revision", auth.Admin, "policies"),
+		func(ctx context.Context, _ *struct{}) (*bundleOutput, error) {
+			b := s.d.Admission.Current()
+			out := &bundleOutput{}
+			out.Body.Revision, out.Body.Bundle = b.Revision(), b
+			return out, nil
+		})
+
+	push := op(http.MethodPut, "/v1/policies", "put-policies",
+		"Replace the policy bundle; refused unless it compiles and all its Rego tests pass", auth.Admin, "policies")
+	push.Errors = append(push.Errors, http.StatusUnprocessableEntity)
+	huma.Register(s.API, push, func(ctx context.Context, in *bundleInput) (*pushOutput, error) {
+		results, err := s.d.Admission.Push(ctx, in.Body)
+		if err != nil {
+			return nil, bundleErr(err, results)
+		}
+		out := &pushOutput{}
+		out.Body.Revision, out.Body.Tests = in.Body.Revision(), len(results)
+		return out, nil
+	})
+
+	huma.Register(s.API, op(http.MethodPost, "/v1/policies/test", "test-policies", "Run the Rego unit tests of a proposed bundle", auth.Operator, "policies"),
+		func(ctx context.Context, in *bundleInput) (*testOutput, error) {
+			results, err := s.d.Admission.Test(ctx, in.Body)
+			if err != nil {
+				return nil, bundleErr(err, nil)
+			}
+			out := &testOutput{}
+			out.Body.Results = append([]policy.TestResult{}, results...)
+			for _, r := range results {
+				if r.Pass {
+					out.Body.Passed++
+				} else if !r.Skip {
+					out.Body.Failed++
+				}
+			}
+			return out, nil
+		})
+
+	huma.Register(s.API, op(http.MethodPost, "/v1/policies/dry-run", "dry-run-policies",
+		"Evaluate a proposed bundle against recent submissions: which decisions would change and why", auth.Operator, "policies"),
+		func(ctx context.Context, in *bundleInput) (*dryRunOutput, error) {
+			changes, n, err := s.d.Admission.DryRun(ctx, in.Body, nil)
+			if err != nil {
+				return nil, bundleErr(err, nil)
+			}
+			out := &dryRunOutput{}
+			out.Body.Revision, out.Body.Evaluated = in.Body.Revision(), n
+			out.Body.Changes = append([]policy.Change{}, changes...)
+			return out, nil
+		})
+
+	huma.Register(s.API, op(http.MethodGet, "/v1/admission/decisions", "list-decisions",
+		"Admission decisions: input hash, policy revision, result and every violated rule", auth.Viewer, "policies"),
+		func(ctx context.Context, in *decisionsInput) (*decisionsOutput, error) {
+			out := &decisionsOutput{}
+			out.Body.Decisions = append([]policy.LogEntry{}, s.d.Admission.Decisions(in.After, in.Limit)...)
+			return out, nil
+		})
+}
+
+func bundleErr(err error, results []policy.TestResult) error {
+	var details []error
+	for _, r := range results {
+		if !r.Pass && !r.Skip {
+			details = append(details, &huma.ErrorDetail{Location: "body.modules[" + r.Location + "]", Message: r.Name + ": " + r.Error})
+		}
+	}
+	if errors.Is(err, admission.ErrTestsFailed) {
+		return huma.Error422UnprocessableEntity("policy bundle rejected: its tests fail", details...)
+	}
+	return huma.Error422UnprocessableEntity("policy bundle rejected", &huma.ErrorDetail{Location: "body", Message: err.Error()})
+}
+
+// admitJob decides a job against the cluster's live nodes; a denial is a
+// 403 listing every violated rule.
+func (s *Server) admitJob(ctx context.Context, workID string, st cluster.Status, ws workspec.Spec) error {
+	nodes := make([]scheduler.Node, 0, len(st.Nodes))
+	for _, n := range st.Nodes {
+		sn := scheduler.Node{Name: n.Name, Provider: n.Provider, Ephemeral: n.Ephemeral, Capacity: n.Resources}
+		switch {
+		case n.Health != cluster.Healthy && n.Health != cluster.Idle:
+			sn.Health = scheduler.Down
+		case n.Draining:
+			sn.Health = scheduler.Draining
+		}
+		if n.Used.CPUs > 0 || n.Used.MemoryMB > 0 || len(n.Used.GPUs) > 0 {
+			a := scheduler.Allocation{WorkID: "running", CPUs: n.Used.CPUs, MemoryMB: n.Used.MemoryMB}
+			for _, g := range n.Used.GPUs {
+				a.GPUs = append(a.GPUs, scheduler.GPUShare{Index: g, Share: 1})
+			}
+			sn.Allocations = []scheduler.Allocation{a}
+		}
+		nodes = append(nodes, sn)
+	}
+	in := policy.Input{Work: policy.WorkInput(workID, ws, 0), Cluster: policy.ClusterInput(nodes)}
+	d, err := s.d.Admission.Decide(ctx, workID, in)
+	if err != nil {
+		return huma.Error503ServiceUnavailable("admission", err)
+	}
+	if d.Allow {
+		return nil
+	}
+	var details []error
+	for _, v := range d.Violations {
+		details = append(details, &huma.ErrorDetail{Location: "policy." + v.Rule, Message: v.Reason})
+	}
+	return huma.Error403Forbidden("denied by policy revision "+d.Revision+": "+d.Summary(), details...)
+}

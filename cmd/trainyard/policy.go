@@ -1,0 +1,154 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/trainyard/trainyard/internal/policy"
+)
+
+func newPolicyCmd() *cobra.Command {
+	cf := &clientFlags{}
+	cmd := &cobra.Command{Use: "policy", Short: "Review and change admission policies as code (Rego)"}
+	addClientFlags(cmd, cf)
+
+	load := func(dir string) (policy.Bundle, error) { return policy.LoadDir(dir) }
+
+	test := &cobra.Command{
+		Use: "test DIR", Short: "Run a bundle's Rego unit tests on the server", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := load(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Passed  int                 `json:"passed"`
+				Failed  int                 `json:"failed"`
+				Results []policy.TestResult `json:"results"`
+			}
+			if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/policies/test", b, &out); err != nil {
+				return err
+			}
+			if err := cf.print(os.Stdout, out, func(w *tabwriter.Writer) {
+				for _, r := range out.Results {
+					state := "PASS"
+					if !r.Pass {
+						state = "FAIL " + r.Error
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\n", r.Package, r.Name, state)
+				}
+				fmt.Fprintf(w, "%d passed, %d failed\n", out.Passed, out.Failed)
+			}); err != nil {
+				return err
+			}
+			if out.Failed > 0 {
+				return fmt.Errorf("%d policy test(s) failed", out.Failed)
+			}
+			return nil
+		},
+	}
+
+	dry := &cobra.Command{
+		Use: "dry-run DIR", Short: "Show which recent submissions a bundle would decide differently, and why", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := load(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Revision  string          `json:"revision"`
+				Evaluated int             `json:"evaluated"`
+				Changes   []policy.Change `json:"changes"`
+			}
+			if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/policies/dry-run", b, &out); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, out, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "revision %s: %d of %d recent submissions change\n", out.Revision, len(out.Changes), out.Evaluated)
+				for _, ch := range out.Changes {
+					fmt.Fprintf(w, "%s\t%s → %s\n", ch.WorkID, verdict(ch.Before), verdict(ch.After))
+					for _, v := range ch.Added {
+						fmt.Fprintf(w, "\t+ %s: %s\n", v.Rule, v.Reason)
+					}
+					for _, v := range ch.Removed {
+						fmt.Fprintf(w, "\t- %s: %s\n", v.Rule, v.Reason)
+					}
+				}
+			})
+		},
+	}
+
+	push := &cobra.Command{
+		Use: "push DIR", Short: "Replace the bundle in force (refused unless it compiles and its tests pass)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := load(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Revision string `json:"revision"`
+				Tests    int    `json:"tests"`
+			}
+			if err := c.JSON(cmd.Context(), http.MethodPut, "/v1/policies", b, &out); err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "policies %s in force (%d tests passed)\n", out.Revision, out.Tests)
+			return nil
+		},
+	}
+
+	decisions := &cobra.Command{
+		Use: "decisions", Short: "Recent admission decisions with every violated rule", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Decisions []policy.LogEntry `json:"decisions"`
+			}
+			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/admission/decisions", nil, &out); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, out.Decisions, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "SEQ\tTIME\tWORK\tRESULT\tREVISION\tREASONS")
+				for _, d := range out.Decisions {
+					res := "allow"
+					if !d.Allow {
+						res = "deny"
+					}
+					reasons := ""
+					for _, v := range d.Violations {
+						reasons += v.Rule + ": " + v.Reason + "; "
+					}
+					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", d.Seq, d.Time.Local().Format("15:04:05"), d.WorkID, res, d.Revision, reasons)
+				}
+			})
+		},
+	}
+	cmd.AddCommand(test, dry, push, decisions)
+	return cmd
+}
+
+func verdict(d policy.Decision) string {
+	if d.Allow {
+		return "allow"
+	}
+	return "deny"
+}

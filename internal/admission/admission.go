@@ -1,0 +1,181 @@
+// Package admission is the policy decision point: it keeps the current
+// policy bundle (in S3, seeded from the embedded default), decides every
+// submission with it, logs each decision, and evaluates proposed bundles
+// against recent submissions before they replace the current one.
+package admission
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/policy"
+	"github.com/trainyard/trainyard/policies"
+)
+
+const (
+	currentKey = "policies/current.json"
+	historyDir = "policies/revisions/"
+	recentMax  = 200
+)
+
+// ErrTestsFailed refuses a bundle whose own Rego tests fail.
+var ErrTestsFailed = errors.New("policy tests failed")
+
+// Service decides admissions with the current bundle.
+type Service struct {
+	store *objstore.Store
+
+	mu     sync.RWMutex
+	engine *policy.Engine
+	log    *policy.Log
+	recent []Submission // newest last; the "queue" a dry run replays
+}
+
+// Submission is one evaluated piece of work, kept for dry runs.
+type Submission struct {
+	WorkID string       `json:"work_id"`
+	Input  policy.Input `json:"input"`
+}
+
+// Open loads the current bundle from S3, or the embedded default when none
+// was pushed yet.
+func Open(ctx context.Context, store *objstore.Store) (*Service, error) {
+	b, err := load(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	e, err := policy.New(ctx, b)
+	if err != nil {
+		return nil, fmt.Errorf("current policy bundle: %w", err)
+	}
+	return &Service{store: store, engine: e, log: policy.NewLog(1000)}, nil
+}
+
+// Default is the embedded bundle.
+func Default() (policy.Bundle, error) { return policy.LoadFS(policies.FS) }
+
+func load(ctx context.Context, store *objstore.Store) (policy.Bundle, error) {
+	if store == nil {
+		return Default()
+	}
+	obj, err := store.Client.GetObject(ctx, store.Bucket, currentKey, minio.GetObjectOptions{})
+	if err != nil {
+		return policy.Bundle{}, fmt.Errorf("load policies: %w", err)
+	}
+	defer obj.Close()
+	raw, err := io.ReadAll(obj)
+	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+		return Default()
+	}
+	if err != nil {
+		return policy.Bundle{}, fmt.Errorf("load policies: %w", err)
+	}
+	var b policy.Bundle
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&b); err != nil {
+		return policy.Bundle{}, fmt.Errorf("load policies %s: %w", currentKey, err)
+	}
+	return b, nil
+}
+
+// Current returns the bundle in force.
+func (s *Service) Current() policy.Bundle {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.engine.Bundle()
+}
+
+// Engine returns the engine in force (its Params feed the scheduler).
+func (s *Service) Engine() *policy.Engine {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.engine
+}
+
+// Test runs a bundle's Rego unit tests.
+func (s *Service) Test(ctx context.Context, b policy.Bundle) ([]policy.TestResult, error) {
+	return policy.RunTests(ctx, b)
+}
+
+// Push compiles b, runs its tests and, when they all pass, stores it (a
+// revision copy first, then the current pointer) and puts it in force.
+func (s *Service) Push(ctx context.Context, b policy.Bundle) ([]policy.TestResult, error) {
+	e, err := policy.New(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	results, err := policy.RunTests(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range results {
+		if !r.Pass && !r.Skip {
+			return results, fmt.Errorf("%w: %s %s", ErrTestsFailed, r.Name, r.Error)
+		}
+	}
+	raw, err := json.Marshal(b)
+	if err != nil {
+		return results, err
+	}
+	for _, key := range []string{historyDir + b.Revision() + ".json", currentKey} {
+		if _, err := s.store.Client.PutObject(ctx, s.store.Bucket, key, bytes.NewReader(raw), int64(len(raw)),
+			minio.PutObjectOptions{ContentType: "application/json"}); err != nil {
+			return results, fmt.Errorf("store policies: %w", err)
+		}
+	}
+	s.mu.Lock()
+	s.engine = e
+	s.mu.Unlock()
+	return results, nil
+}
+
+// Decide evaluates one submission with the current bundle, logs the
+// decision and remembers the input for dry runs.
+func (s *Service) Decide(ctx context.Context, workID string, in policy.Input) (policy.Decision, error) {
+	e := s.Engine()
+	d, err := e.Decide(ctx, in)
+	if err != nil {
+		return d, fmt.Errorf("admission of %s: %w", workID, err)
+	}
+	s.mu.Lock()
+	s.log.Append(time.Now().UTC(), workID, d)
+	s.recent = append(s.recent, Submission{WorkID: workID, Input: in})
+	if len(s.recent) > recentMax {
+		s.recent = s.recent[len(s.recent)-recentMax:]
+	}
+	s.mu.Unlock()
+	return d, nil
+}
+
+// Decisions lists logged decisions after sequence number after.
+func (s *Service) Decisions(after int64, limit int) []policy.LogEntry {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.log.List(after, limit)
+}
+
+// DryRun evaluates proposed against the recent submissions (plus extra)
+// and returns those whose decision would change, with why.
+func (s *Service) DryRun(ctx context.Context, proposed policy.Bundle, extra []Submission) ([]policy.Change, int, error) {
+	s.mu.RLock()
+	items := append(append([]Submission{}, s.recent...), extra...)
+	current := s.engine.Bundle()
+	s.mu.RUnlock()
+	inputs := make([]policy.Input, len(items))
+	for i, it := range items {
+		inputs[i] = it.Input
+		inputs[i].Work.ID = it.WorkID
+	}
+	changes, err := policy.DryRun(ctx, current, proposed, inputs)
+	return changes, len(inputs), err
+}

@@ -1,0 +1,158 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPolicyAsCode: the default bundle is in force and its tests pass; a
+// proposed bundle (GPU preservation on) is dry-run against the queue and
+// names exactly the job it would deny and why; pushed, it denies the next
+// GPU job with a 403 listing the rule; broken bundles are refused; every
+// decision is listed.
+func TestPolicyAsCode(t *testing.T) {
+	dev := startDev(t, t.TempDir())
+	cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", localSpec), "--heartbeat-timeout", "3s")
+
+	var cur struct {
+		Revision string `json:"revision"`
+		Bundle   struct {
+			Modules map[string]string `json:"modules"`
+		} `json:"bundle"`
+	}
+	if code, _, raw := dev.call("GET", "/v1/policies", dev.admin, nil, &cur); code != 200 || cur.Bundle.Modules["admission.rego"] == "" {
+		t.Fatalf("get policies: %d %.300s", code, raw)
+	}
+	if out := cli(t, dev, "policy", "test", "../../policies"); !strings.Contains(out, " passed, 0 failed") {
+		t.Fatalf("policy test: %s", out)
+	}
+
+	gpuJob := submitJob(t, dev, []string{"true"}, 1)
+	cpuJob := submitJob(t, dev, []string{"true"}, 0)
+
+	// Proposed: reserve GPU 0 of every node for inference (seed 000).
+	proposed := copyDir(t, "../../policies")
+	var data map[string]any
+	raw, _ := os.ReadFile(filepath.Join(proposed, "data.json"))
+	json.Unmarshal(raw, &data)
+	gp := data["trainyard"].(map[string]any)["params"].(map[string]any)["gpu_preservation"].(map[string]any)
+	gp["enabled"], gp["reserved_per_node"] = true, 1
+	raw, _ = json.MarshalIndent(data, "", "  ")
+	os.WriteFile(filepath.Join(proposed, "data.json"), raw, 0o644)
+
+	out := cli(t, dev, "policy", "dry-run", proposed, "-o", "json")
+	var dry struct {
+		Evaluated int `json:"evaluated"`
+		Changes   []struct {
+			WorkID string `json:"work_id"`
+			Before struct {
+				Allow bool `json:"allow"`
+			} `json:"before"`
+			After struct {
+				Allow bool `json:"allow"`
+			} `json:"after"`
+			Added []struct {
+				Rule string `json:"rule"`
+			} `json:"added"`
+		} `json:"changes"`
+	}
+	if err := json.Unmarshal([]byte(out), &dry); err != nil {
+		t.Fatal(err, out)
+	}
+	if dry.Evaluated < 2 || len(dry.Changes) != 1 || dry.Changes[0].WorkID != gpuJob || !dry.Changes[0].Before.Allow || dry.Changes[0].After.Allow ||
+		len(dry.Changes[0].Added) == 0 {
+		t.Fatalf("dry run should flip exactly the GPU job %s (not %s): %s", gpuJob, cpuJob, out)
+	}
+
+	// Its unit tests encode the old data, so it is refused as it stands.
+	msg, err := exec.Command(binary, "policy", "push", proposed, "--data-dir", dev.dir).CombinedOutput()
+	if err == nil || !strings.Contains(string(msg), "its tests fail") {
+		t.Fatalf("push of a bundle whose tests fail: %v %s", err, msg)
+	}
+
+	// A new rule with its own test goes in force and is enforced.
+	pause := copyDir(t, "../../policies")
+	os.WriteFile(filepath.Join(pause, "gpu_pause.rego"), []byte(`package trainyard.admission
+
+import rego.v1
+
+# Inference peak: plain jobs get no GPUs until it is over.
+deny contains {"rule": "gpu_pause", "reason": sprintf("role %s asks for %v GPU(s); GPU jobs are paused for the inference peak", [r.name, r.gpus])} if {
+	input.work.kind == "job"
+	some r in input.work.roles
+	r.gpus > 0
+}
+`), 0o644)
+	os.WriteFile(filepath.Join(pause, "gpu_pause_test.rego"), []byte(`package trainyard.admission_test
+
+import rego.v1
+
+import data.trainyard.admission
+
+test_gpu_job_paused if {
+	d := admission.deny with input as {"work": {"kind": "job", "roles": [{"name": "job", "count": 1, "cpus": 1, "memory_mb": 0, "gpus": 1}]}, "cluster": {"nodes": [{"name": "n", "cpus": 4, "memory_mb": 1000}]}}
+	some v in d
+	v.rule == "gpu_pause"
+}
+`), 0o644)
+	cli(t, dev, "policy", "push", pause)
+	code, hdr, body := dev.call("POST", "/v1/clusters/lab/jobs", dev.admin, map[string]any{"command": []string{"true"}, "gpus": 1}, nil)
+	assertProblem(t, code, hdr, body, http.StatusForbidden, "policy.gpu_pause")
+	if code, _, raw := dev.call("POST", "/v1/clusters/lab/jobs", dev.admin, map[string]any{"command": []string{"true"}}, nil); code != http.StatusCreated {
+		t.Fatalf("CPU job under the new policy: %d %s", code, raw)
+	}
+
+	// Broken bundles never go in force.
+	broken := copyDir(t, proposed)
+	os.WriteFile(filepath.Join(broken, "capacity.rego"), []byte("package trainyard.admission\nthis is not rego\n"), 0o644)
+	msg, err = exec.Command(binary, "policy", "push", broken, "--data-dir", dev.dir).CombinedOutput()
+	if err == nil || !strings.Contains(string(msg), "422") {
+		t.Fatalf("push of unparsable bundle: %v %s", err, msg)
+	}
+	failing := copyDir(t, proposed)
+	os.WriteFile(filepath.Join(failing, "zz_test.rego"), []byte("package trainyard.admission_test\nimport rego.v1\ntest_always_fails if { 1 == 2 }\n"), 0o644)
+	msg, err = exec.Command(binary, "policy", "push", failing, "--data-dir", dev.dir).CombinedOutput()
+	if err == nil || !strings.Contains(string(msg), "test_always_fails") {
+		t.Fatalf("push of a bundle with a failing test: %v %s", err, msg)
+	}
+
+	var log struct {
+		Decisions []struct {
+			WorkID     string `json:"work_id"`
+			Allow      bool   `json:"allow"`
+			Revision   string `json:"revision"`
+			InputHash  string `json:"input_hash"`
+			Violations []struct {
+				Rule string `json:"rule"`
+			} `json:"violations"`
+		} `json:"decisions"`
+	}
+	dev.call("GET", "/v1/admission/decisions", dev.admin, nil, &log)
+	if len(log.Decisions) != 4 || log.Decisions[0].WorkID != gpuJob || !log.Decisions[0].Allow || log.Decisions[2].Allow ||
+		len(log.Decisions[2].Violations) == 0 || log.Decisions[2].Revision == log.Decisions[0].Revision || log.Decisions[0].InputHash == "" {
+		t.Fatalf("decision log: %+v", log.Decisions)
+	}
+	cli(t, dev, "cluster", "down", "lab")
+}
+
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() || !(strings.HasSuffix(e.Name(), ".rego") || e.Name() == "data.json") {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join(src, e.Name()))
+		os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
+	}
+	return dst
+}
