@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,7 +12,6 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/trainyard/trainyard/internal/agent/detect"
-	"github.com/trainyard/trainyard/internal/telemetry"
 	"github.com/trainyard/trainyard/internal/temporalx"
 	"github.com/trainyard/trainyard/workflows"
 	"github.com/trainyard/trainyard/workflows/cluster"
@@ -54,18 +51,12 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 	if o.cluster == "" || o.node == "" {
 		return fmt.Errorf("agent: --cluster and --node are required")
 	}
-	log, err := g.logger()
+	ctx, log, done, err := g.boot(ctx, "trainyard-agent")
 	if err != nil {
 		return err
 	}
+	defer done()
 	log = log.With("cluster", o.cluster, "node", o.node)
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	shutdownOTel, err := telemetry.Setup(ctx, "trainyard-agent")
-	if err != nil {
-		return err
-	}
-	defer shutdownOTel(context.Background())
 
 	dopts := detect.Options{GPUs: o.gpus}
 	res, err := detect.Detect(ctx, dopts)

@@ -138,6 +138,28 @@ func newPluginRuntime(ctx context.Context, dir string) (*plugins.Runtime, error)
 	return plugins.NewRuntime(ctx, plugins.RuntimeConfig{CacheDir: dir})
 }
 
+// connect dials an external Temporal and opens the bucket and the plugin
+// runtime: what `server` and `worker` both need. closeAll releases them.
+func connect(ctx context.Context, log *slog.Logger, t temporalx.Options, s3 objstore.Config, wasmDir string) (
+	tc client.Client, store *objstore.Store, rt *plugins.Runtime, closeAll func(), err error) {
+	t.Logger = log
+	if tc, err = temporalx.Dial(ctx, t); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if store, err = objstore.Open(ctx, s3); err != nil {
+		tc.Close()
+		return nil, nil, nil, nil, err
+	}
+	if rt, err = newPluginRuntime(ctx, wasmDir); err != nil {
+		tc.Close()
+		return nil, nil, nil, nil, err
+	}
+	return tc, store, rt, func() {
+		_ = rt.Close(context.Background())
+		tc.Close()
+	}, nil
+}
+
 type apiServer struct {
 	srv *http.Server
 	URL string

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,7 +17,6 @@ import (
 	"github.com/trainyard/trainyard/internal/embedded"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginstore"
-	"github.com/trainyard/trainyard/internal/telemetry"
 	"github.com/trainyard/trainyard/internal/temporalx"
 )
 
@@ -69,12 +66,11 @@ func newDevCmd(g *globals) *cobra.Command {
 }
 
 func runDev(ctx context.Context, g *globals, o *devOptions) error {
-	log, err := g.logger()
+	ctx, log, done, err := g.boot(ctx, "trainyard-dev")
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	defer done()
 	dir, err := filepath.Abs(o.dataDir)
 	if err != nil {
 		return err
@@ -82,11 +78,6 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	shutdownOTel, err := telemetry.Setup(ctx, "trainyard-dev")
-	if err != nil {
-		return err
-	}
-	defer shutdownOTel(context.Background())
 
 	// Each started piece pushes its stop; they run in reverse on exit.
 	var stops []func()

@@ -4,18 +4,25 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/trainyard/trainyard/internal/config"
 	"github.com/trainyard/trainyard/internal/telemetry"
+	"github.com/trainyard/trainyard/plugins"
 )
 
 func main() {
+	// A plugin worker process (plugins.NewWorkerVecEnv) is this binary
+	// re-run; it serves and exits here.
+	plugins.ServeWorkerIfChild()
 	if err := newRoot().Execute(); err != nil {
 		// One readable line; cobra's own usage dump is silenced.
 		fmt.Fprintln(os.Stderr, "trainyard: "+strings.TrimSpace(err.Error()))
@@ -61,4 +68,23 @@ func (g *globals) logger() (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-format %q: want text or json", g.logFormat)
 	}
 	return telemetry.NewLogger(os.Stderr, lvl, g.logFormat == "json"), nil
+}
+
+// boot does what every long-running command does first: a logger, a context
+// cancelled by SIGINT/SIGTERM, and OpenTelemetry for service. done undoes it.
+func (g *globals) boot(ctx context.Context, service string) (context.Context, *slog.Logger, func(), error) {
+	log, err := g.logger()
+	if err != nil {
+		return ctx, nil, nil, err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	shutdownOTel, err := telemetry.Setup(ctx, service)
+	if err != nil {
+		stop()
+		return ctx, nil, nil, err
+	}
+	return ctx, log, func() {
+		_ = shutdownOTel(context.Background())
+		stop()
+	}, nil
 }

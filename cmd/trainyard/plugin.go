@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,6 +15,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/plugins"
+	"github.com/trainyard/trainyard/plugins/pluginbuild"
 )
 
 func newPluginCmd() *cobra.Command {
@@ -22,10 +23,10 @@ func newPluginCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "plugin", Short: "Build, upload, list, inspect and run WASM plugins"}
 	addClientFlags(cmd, cf)
 
-	var out string
+	var out, sdkDir string
 	build := &cobra.Command{
 		Use:   "build DIR",
-		Short: "Compile a Go plugin package (GOOS=wasip1 GOARCH=wasm, c-shared) to a .wasm file",
+		Short: "Compile a plugin: a Go package (wasip1, c-shared) or an AssemblyScript project (assembly/index.ts)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dst := out
@@ -33,20 +34,25 @@ func newPluginCmd() *cobra.Command {
 				dst = filepath.Base(filepath.Clean(args[0])) + ".wasm"
 			}
 			dst, _ = filepath.Abs(dst)
-			pkg := args[0]
-			if !filepath.IsAbs(pkg) && pkg[0] != '.' {
-				pkg = "./" + pkg
+			entry := filepath.Join(args[0], "assembly", "index.ts")
+			var err error
+			if _, statErr := os.Stat(entry); statErr == nil {
+				err = pluginbuild.AssemblyScript(cmd.Context(), sdkDir, entry, dst)
+			} else {
+				pkg := args[0]
+				if !filepath.IsAbs(pkg) && !strings.HasPrefix(pkg, ".") {
+					pkg = "./" + pkg
+				}
+				err = pluginbuild.Go(cmd.Context(), "", ".", pkg, dst)
 			}
-			c := exec.CommandContext(cmd.Context(), "go", "build", "-trimpath", "-buildmode=c-shared", "-o", dst, pkg)
-			c.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-			c.Stdout, c.Stderr = os.Stderr, os.Stderr
-			if err := c.Run(); err != nil {
-				return fmt.Errorf("build plugin %s: %w", args[0], err)
+			if err != nil {
+				return err
 			}
 			fmt.Fprintln(os.Stdout, dst)
 			return nil
 		},
 	}
+	build.Flags().StringVar(&sdkDir, "as-sdk", "sdk/assemblyscript", "the AssemblyScript SDK (with node_modules) for AssemblyScript plugins")
 	build.Flags().StringVarP(&out, "out", "O", "", "output file (default DIR.wasm)")
 
 	push := &cobra.Command{

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,7 +13,6 @@ import (
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginstore"
-	"github.com/trainyard/trainyard/internal/telemetry"
 	"github.com/trainyard/trainyard/internal/temporalx"
 )
 
@@ -47,28 +44,17 @@ func newServerCmd(g *globals) *cobra.Command {
 }
 
 func runServer(ctx context.Context, g *globals, o *serverOptions) error {
-	log, err := g.logger()
+	ctx, log, done, err := g.boot(ctx, "trainyard-server")
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	shutdownOTel, err := telemetry.Setup(ctx, "trainyard-server")
-	if err != nil {
-		return err
-	}
-	defer shutdownOTel(context.Background())
+	defer done()
 
-	o.temporal.Logger = log
-	tc, err := temporalx.Dial(ctx, o.temporal)
+	tc, store, rt, closeAll, err := connect(ctx, log, o.temporal, o.s3, o.wasmDir)
 	if err != nil {
 		return err
 	}
-	defer tc.Close()
-	store, err := objstore.Open(ctx, o.s3)
-	if err != nil {
-		return err
-	}
+	defer closeAll()
 	tokens, err := auth.Open(o.tokensFile)
 	if err != nil {
 		return err
@@ -78,11 +64,6 @@ func runServer(ctx context.Context, g *globals, o *serverOptions) error {
 	} else if created {
 		log.Info("created the first admin token", "file", o.adminTokenFile)
 	}
-	rt, err := newPluginRuntime(ctx, o.wasmDir)
-	if err != nil {
-		return err
-	}
-	defer rt.Close(context.Background())
 	adm, err := admission.Open(ctx, store)
 	if err != nil {
 		return err

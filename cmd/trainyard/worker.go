@@ -2,14 +2,10 @@ package main
 
 import (
 	"context"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/trainyard/trainyard/internal/objstore"
-	"github.com/trainyard/trainyard/internal/telemetry"
 	"github.com/trainyard/trainyard/internal/temporalx"
 )
 
@@ -36,32 +32,16 @@ func newWorkerCmd(g *globals) *cobra.Command {
 }
 
 func runWorker(ctx context.Context, g *globals, o *workerOptions) error {
-	log, err := g.logger()
+	ctx, log, done, err := g.boot(ctx, "trainyard-worker")
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	shutdownOTel, err := telemetry.Setup(ctx, "trainyard-worker")
+	defer done()
+	tc, store, rt, closeAll, err := connect(ctx, log, o.temporal, o.s3, o.wasmDir)
 	if err != nil {
 		return err
 	}
-	defer shutdownOTel(context.Background())
-	o.temporal.Logger = log
-	tc, err := temporalx.Dial(ctx, o.temporal)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
-	store, err := objstore.Open(ctx, o.s3)
-	if err != nil {
-		return err
-	}
-	rt, err := newPluginRuntime(ctx, o.wasmDir)
-	if err != nil {
-		return err
-	}
-	defer rt.Close(context.Background())
+	defer closeAll()
 	if o.agents.temporalAddr == "" {
 		o.agents.temporalAddr = o.temporal.Address
 	}

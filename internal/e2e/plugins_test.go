@@ -117,6 +117,11 @@ func TestPluginRoundTrip(t *testing.T) {
 		if !strings.Contains(out, `"episodes"`) {
 			t.Fatalf("plugin run by ref: %s", out)
 		}
+		// build + push: the same bytes give the same content address.
+		built := strings.TrimSpace(cli(t, dev, "plugin", "build", "../../plugins/examples/shaping", "-O", filepath.Join(t.TempDir(), "s.wasm")))
+		if out := cli(t, dev, "plugin", "push", built); !strings.Contains(out, rewardRec.ID[:12]) {
+			t.Fatalf("plugin build+push: want id %s: %s", rewardRec.ID[:12], out)
+		}
 		cmd := exec.Command(binary, "plugin", "inspect", "no-such-plugin", "--data-dir", dev.dir)
 		msg, err := cmd.CombinedOutput()
 		if err == nil || strings.Count(strings.TrimSpace(string(msg)), "\n") != 0 || !strings.Contains(string(msg), "404") {
