@@ -69,6 +69,9 @@ type submitJobInput struct {
 		CPUs     float64           `json:"cpus,omitempty" minimum:"0" default:"1"`
 		GPUs     int               `json:"gpus,omitempty" minimum:"0" maximum:"64"`
 		MemoryMB int64             `json:"memory_mb,omitempty" minimum:"0"`
+		// A job no node could ever take fails after this long (it waits in
+		// case a node joins); default 5m.
+		InfeasibleGrace string `json:"infeasible_grace,omitempty" maxLength:"20" doc:"How long a job no node could ever take waits for the cluster to change before it fails (e.g. 5m, the default)."`
 	}
 }
 
@@ -212,13 +215,17 @@ func (s *Server) registerClusters() {
 		if err := v.Get(&st); err != nil {
 			return nil, huma.Error500InternalServerError("decode cluster status", err)
 		}
+		grace, err := optDuration("body.infeasible_grace", in.Body.InfeasibleGrace)
+		if err != nil {
+			return nil, err
+		}
 		id := "job-" + uuid.NewString()
 		ws := workspec.Spec{Name: id, Kind: "job", Roles: []workspec.Role{{Name: "job", Count: 1, CPUs: in.Body.CPUs, GPUs: float64(in.Body.GPUs), MemoryMB: in.Body.MemoryMB}}}
 		if err := s.admitJob(ctx, id, st, ws); err != nil {
 			return nil, err
 		}
 		run, err := s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue},
-			job.Name, job.Input{Cluster: in.Name, Command: in.Body.Command, Env: in.Body.Env, CPUs: in.Body.CPUs, GPUs: in.Body.GPUs, MemoryMB: in.Body.MemoryMB})
+			job.Name, job.Input{Cluster: in.Name, Command: in.Body.Command, Env: in.Body.Env, CPUs: in.Body.CPUs, GPUs: in.Body.GPUs, MemoryMB: in.Body.MemoryMB, InfeasibleGrace: grace})
 		if err != nil {
 			return nil, temporalErr("submit job", err)
 		}

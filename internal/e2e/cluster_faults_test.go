@@ -28,7 +28,7 @@ func TestClusterOverSSH(t *testing.T) {
 			", key: "+s.KeyPath+", known_hosts: "+s.KnownHostsPath+", remote_dir: "+s.RemoteDir+"}\n")
 	}
 	specFile := writeFile(t, "ssh.yaml", "name: lab\nnodes:\n"+strings.Join(nodes, ""))
-	out := cli(t, dev, "cluster", "up", "-f", specFile, "--heartbeat-timeout", "3s")
+	out := cli(t, dev, "cluster", "up", "-f", specFile, "--heartbeat-timeout", "5s")
 	if !strings.Contains(out, "2 Idle") {
 		t.Fatalf("cluster up over ssh: %s", out)
 	}
@@ -96,7 +96,7 @@ func TestClusterUpSurvivesControlPlaneKill(t *testing.T) {
 	// Fixed ports: agents started before the crash must find Temporal again.
 	ports := []string{"--temporal-port", freePortStr(t), "--api-port", freePortStr(t), "--s3-port", freePortStr(t), "--ui-port", freePortStr(t)}
 	dev := startDev(t, dir, ports...)
-	code, _, raw := dev.callRaw("POST", "/v1/clusters?heartbeat_timeout=3s", dev.admin, "application/yaml", localSpec)
+	code, _, raw := dev.callRaw("POST", "/v1/clusters?heartbeat_timeout=5s", dev.admin, "application/yaml", localSpec)
 	if code != 202 {
 		t.Fatalf("up: %d %s", code, raw)
 	}

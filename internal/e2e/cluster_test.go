@@ -79,7 +79,7 @@ func TestClusterLocalLifecycle(t *testing.T) {
 		}
 	}
 
-	out := cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", localSpec), "--heartbeat-timeout", "3s")
+	out := cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", localSpec), "--heartbeat-timeout", "5s")
 	if !strings.Contains(out, "TOTAL (3 nodes") {
 		t.Fatalf("cluster up output: %s", out)
 	}
@@ -119,10 +119,13 @@ func TestClusterLocalLifecycle(t *testing.T) {
 	})
 	// A third GPU job waits, and says why.
 	waiting := submitJob(t, dev, []string{"sh", "-c", "echo gpu=$CUDA_VISIBLE_DEVICES"}, 1)
+	var lastReason string
 	waitFor(t, func() bool {
 		j := getJob(t, dev, waiting)
-		return j.Progress.State == "waiting" && strings.Contains(j.Progress.Reason, "0 of 1 GPU(s) free")
+		lastReason = j.Progress.Reason
+		return j.Progress.State == "waiting" && strings.Contains(j.Progress.Reason, "gpu")
 	})
+	t.Logf("waiting job says: %s", lastReason)
 
 	// Add a fourth node while those run: it comes up and takes the job.
 	node := writeFile(t, "node.yaml", `{name: worker-3, provider: local, provisioner: {kind: local}, resources: {gpus: "3:TITAN X (Pascal):12GB"}}`)
@@ -139,6 +142,18 @@ func TestClusterLocalLifecycle(t *testing.T) {
 			t.Fatalf("job %s: %+v", id, r)
 		}
 	}
+	// A job no node could ever take says so, and fails after its grace.
+	var big struct {
+		WorkflowID string `json:"workflow_id"`
+	}
+	if code, _, raw := dev.call("POST", "/v1/clusters/lab/jobs", dev.admin, map[string]any{"command": []string{"true"}, "gpus": 4, "infeasible_grace": "3s"}, &big); code != http.StatusCreated {
+		t.Fatalf("submit 4-GPU job: %d %s", code, raw)
+	}
+	waitFor(t, func() bool { return getJob(t, dev, big.WorkflowID).Status == "failed" })
+	if j := getJob(t, dev, big.WorkflowID); !strings.Contains(j.Error, "can ever run this job") || !strings.Contains(j.Error, "infeasible") {
+		t.Fatalf("4-GPU job on 1-GPU nodes: %+v", j)
+	}
+
 	pids["worker-3"] = 0
 	for _, n := range status().Nodes {
 		if n.Name == "worker-3" {

@@ -17,7 +17,7 @@ import (
 // decision is listed.
 func TestPolicyAsCode(t *testing.T) {
 	dev := startDev(t, t.TempDir())
-	cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", localSpec), "--heartbeat-timeout", "3s")
+	cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", localSpec), "--heartbeat-timeout", "5s")
 
 	var cur struct {
 		Revision string `json:"revision"`

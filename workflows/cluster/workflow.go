@@ -11,7 +11,10 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/trainyard/trainyard/internal/cluster/spec"
+	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/internal/provision"
+	"github.com/trainyard/trainyard/internal/scheduler"
+	"github.com/trainyard/trainyard/internal/workspec"
 )
 
 // maxEvents bounds the event log kept in state.
@@ -346,76 +349,76 @@ func (c *controller) release(job string) {
 	}
 }
 
-// allocate places a job on the live node with the most free GPUs (then
-// CPUs) that fits it, or says why none does.
+// allocate places a job with the scheduler's pipeline (feasibility
+// filters, then scoring) over the nodes as they are now. A refusal says why
+// for every node, and whether the job merely waits or could never fit.
 func (c *controller) allocate(ctx workflow.Context, req AllocateRequest) (Allocation, error) {
 	for _, name := range c.st.Order { // idempotent for retried requests
 		if u, ok := c.st.Nodes[name].Allocated[req.JobID]; ok {
 			return Allocation{Node: name, Queue: NodeQueue(c.st.Name, name), GPUs: u.GPUs}, nil
 		}
 	}
-	var best *nodeState
-	var bestFree []int
-	var reasons []string
+	work := scheduler.Work{ID: req.JobID, Spec: workspec.Spec{Name: req.JobID, Kind: "job", Roles: []workspec.Role{{
+		Name: "job", Count: 1, CPUs: req.CPUs, GPUs: float64(req.GPUs), MemoryMB: req.MemoryMB,
+	}}}}
+	p := scheduler.New(params.Default()).Place(c.schedulerNodes(req.Exclude), work)
+	switch p.Status {
+	case scheduler.Placed:
+	case scheduler.Infeasible:
+		return Allocation{}, temporal.NewApplicationError(p.Reason, ErrInfeasible)
+	default:
+		return Allocation{}, temporal.NewApplicationError("no node can take the job now: "+p.Reason, ErrNoCapacity)
+	}
+	a := p.Assignments[0]
+	n := c.st.Nodes[a.Node]
+	u := Usage{CPUs: req.CPUs, MemoryMB: req.MemoryMB}
+	for _, g := range a.GPUs {
+		u.GPUs = append(u.GPUs, g.Index)
+	}
+	if n.Allocated == nil {
+		n.Allocated = map[string]Usage{}
+	}
+	n.Allocated[req.JobID] = u
+	n.Health = Healthy
+	return Allocation{Node: a.Node, Queue: NodeQueue(c.st.Name, a.Node), GPUs: u.GPUs}, nil
+}
+
+// schedulerNodes is the scheduler's view: live nodes are ready, excluded
+// ones (they lost this job before) and dead ones are down.
+func (c *controller) schedulerNodes(exclude []string) []scheduler.Node {
+	nodes := make([]scheduler.Node, 0, len(c.st.Order))
 	for _, name := range c.st.Order {
 		n := c.st.Nodes[name]
-		if slices.Contains(req.Exclude, name) {
-			reasons = append(reasons, name+": excluded after a failure there")
-			continue
-		}
-		if (n.Health != Healthy && n.Health != Idle) || n.Draining {
-			reasons = append(reasons, fmt.Sprintf("%s: %s", name, healthWord(n)))
-			continue
-		}
-		used := usage(n)
-		freeGPUs := freeGPUs(n, used)
+		sn := scheduler.Node{Name: name, Provider: n.Spec.Provider, Labels: n.Spec.Labels, Ephemeral: n.Spec.Ephemeral, Capacity: n.Reported}
 		switch {
-		case len(freeGPUs) < req.GPUs:
-			reasons = append(reasons, fmt.Sprintf("%s: %d of %d GPU(s) free, need %d", name, len(freeGPUs), len(n.Reported.GPUs), req.GPUs))
-			continue
-		case n.Reported.CPUs-used.CPUs < req.CPUs:
-			reasons = append(reasons, fmt.Sprintf("%s: %.2f CPU free, need %.2f", name, n.Reported.CPUs-used.CPUs, req.CPUs))
-			continue
-		case n.Reported.MemoryMB-used.MemoryMB < req.MemoryMB:
-			reasons = append(reasons, fmt.Sprintf("%s: %d MiB memory free, need %d", name, n.Reported.MemoryMB-used.MemoryMB, req.MemoryMB))
-			continue
+		case n.Health != Healthy && n.Health != Idle, slices.Contains(exclude, name):
+			sn.Health = scheduler.Down
+		case n.Draining:
+			sn.Health = scheduler.Draining
 		}
-		if best == nil || len(freeGPUs) > len(bestFree) || (len(freeGPUs) == len(bestFree) && n.Reported.CPUs-used.CPUs > best.Reported.CPUs-usage(best).CPUs) {
-			best, bestFree = n, freeGPUs
+		jobs := make([]string, 0, len(n.Allocated))
+		for j := range n.Allocated {
+			jobs = append(jobs, j)
 		}
+		sort.Strings(jobs) // deterministic order in workflow code
+		for _, j := range jobs {
+			u := n.Allocated[j]
+			al := scheduler.Allocation{WorkID: j, Role: "job", CPUs: u.CPUs, MemoryMB: u.MemoryMB}
+			for _, g := range u.GPUs {
+				al.GPUs = append(al.GPUs, scheduler.GPUShare{Index: g, Share: 1})
+			}
+			sn.Allocations = append(sn.Allocations, al)
+		}
+		nodes = append(nodes, sn)
 	}
-	if best == nil {
-		return Allocation{}, temporal.NewApplicationError("no node can take the job now: "+joinReasons(reasons), ErrNoCapacity)
-	}
-	if best.Allocated == nil {
-		best.Allocated = map[string]Usage{}
-	}
-	u := Usage{CPUs: req.CPUs, MemoryMB: req.MemoryMB, GPUs: bestFree[:req.GPUs]}
-	best.Allocated[req.JobID] = u
-	best.Health = Healthy
-	return Allocation{Node: best.Spec.Name, Queue: NodeQueue(c.st.Name, best.Spec.Name), GPUs: u.GPUs}, nil
+	return nodes
 }
+
+// ErrInfeasible is the error type of a job no node could ever take.
+const ErrInfeasible = "Infeasible"
 
 // ErrNoCapacity is the error type of a refused allocation.
 const ErrNoCapacity = "NoCapacity"
-
-func healthWord(n *nodeState) string {
-	if n.Draining {
-		return "draining"
-	}
-	return string(n.Health)
-}
-
-func joinReasons(r []string) string {
-	if len(r) == 0 {
-		return "the cluster has no nodes"
-	}
-	out := r[0]
-	for _, s := range r[1:] {
-		out += "; " + s
-	}
-	return out
-}
 
 func usage(n *nodeState) Usage {
 	var u Usage
@@ -431,16 +434,6 @@ func usage(n *nodeState) Usage {
 		u.GPUs = append(u.GPUs, a.GPUs...)
 	}
 	return u
-}
-
-func freeGPUs(n *nodeState, used Usage) []int {
-	var free []int
-	for _, g := range n.Reported.GPUs {
-		if !slices.Contains(used.GPUs, g.Index) {
-			free = append(free, g.Index)
-		}
-	}
-	return free
 }
 
 func (c *controller) status(now time.Time) Status {

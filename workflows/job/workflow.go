@@ -31,6 +31,9 @@ type Input struct {
 	MemoryMB int64             `json:"memory_mb"`
 	// MaxPlacements bounds how often a job whose node died is placed again.
 	MaxPlacements int `json:"max_placements,omitempty"`
+	// InfeasibleGrace is how long a job no node could ever take waits for
+	// the cluster to change (a node to join) before it fails (default 5m).
+	InfeasibleGrace time.Duration `json:"infeasible_grace,omitempty"`
 }
 
 // Result is how the job ended.
@@ -44,7 +47,7 @@ type Result struct {
 
 // Progress is what a job is doing now, and why it waits when it waits.
 type Progress struct {
-	State      string `json:"state" enum:"waiting,running,done,failed"`
+	State      string `json:"state" enum:"waiting,infeasible,running,done,failed"`
 	Node       string `json:"node,omitempty"`
 	GPUs       []int  `json:"gpus,omitempty"`
 	Reason     string `json:"reason,omitempty"`
@@ -55,6 +58,9 @@ type Progress struct {
 func Workflow(ctx workflow.Context, in Input) (Result, error) {
 	if in.MaxPlacements <= 0 {
 		in.MaxPlacements = 5
+	}
+	if in.InfeasibleGrace <= 0 {
+		in.InfeasibleGrace = 5 * time.Minute
 	}
 	p := Progress{State: "waiting"}
 	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (Progress, error) { return p, nil }); err != nil {
@@ -68,6 +74,7 @@ func Workflow(ctx workflow.Context, in Input) (Result, error) {
 	var exclude []string
 	for p.Placements < in.MaxPlacements {
 		var alloc cluster.Allocation
+		var infeasibleSince time.Time
 		for {
 			err := workflow.ExecuteActivity(allocCtx, (*Activities).Allocate, AllocateInput{Cluster: in.Cluster, Request: cluster.AllocateRequest{
 				JobID: id, CPUs: in.CPUs, GPUs: in.GPUs, MemoryMB: in.MemoryMB, Exclude: exclude,
@@ -75,7 +82,23 @@ func Workflow(ctx workflow.Context, in Input) (Result, error) {
 			if err == nil {
 				break
 			}
+			// Never wait silently: the reason names what blocks the job,
+			// and work that can never fit fails after a grace period.
 			p.State, p.Reason = "waiting", reason(err)
+			var app *temporal.ApplicationError
+			if errors.As(err, &app) && app.Type() == cluster.ErrInfeasible {
+				p.State = "infeasible"
+				if infeasibleSince.IsZero() {
+					infeasibleSince = workflow.Now(ctx)
+				}
+				if workflow.Now(ctx).Sub(infeasibleSince) >= in.InfeasibleGrace {
+					p.State = "failed"
+					return Result{}, temporal.NewNonRetryableApplicationError(
+						fmt.Sprintf("no node of cluster %s can ever run this job (waited %v): %s", in.Cluster, in.InfeasibleGrace, app.Message()), cluster.ErrInfeasible, nil)
+				}
+			} else {
+				infeasibleSince = time.Time{}
+			}
 			if err := workflow.Sleep(ctx, 2*time.Second); err != nil {
 				return Result{}, err
 			}
