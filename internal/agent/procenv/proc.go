@@ -1,11 +1,15 @@
 package procenv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -84,6 +88,9 @@ func (p *Process) Stop(grace time.Duration) error {
 				return err
 			}
 			<-p.done
+			// SIGKILL lands asynchronously; return once the group's
+			// members are really gone, not merely signalled.
+			waitGroupGone(pgid, 5*time.Second)
 			return nil
 		case <-tick.C:
 			// The leader is reaped by Wait; once it is, an empty group
@@ -128,4 +135,39 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 		return nil
 	}
 	return fmt.Errorf("signal process group %d with %v: %w", pgid, sig, err)
+}
+
+// waitGroupGone polls, for at most limit, until process group pgid has no
+// live (non-zombie) member. Without /proc it returns at once.
+func waitGroupGone(pgid int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for groupHasLive(pgid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func groupHasLive(pgid int) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the command name: state ppid pgrp ...
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) >= 3 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			return true
+		}
+	}
+	return false
 }
