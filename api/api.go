@@ -132,6 +132,8 @@ func op(method, path, id, summary string, role auth.Role, tags ...string) huma.O
 		Metadata:    map[string]any{"role": role},
 	}
 	if role != "" {
+		// Machine-readable for clients and for the authorization matrix test.
+		o.Extensions = map[string]any{"x-trainyard-role": string(role)}
 		o.Security = []map[string][]string{{"bearer": {}}}
 		o.Description = "Requires role **" + string(role) + "** or higher."
 		o.Errors = []int{http.StatusUnauthorized, http.StatusForbidden}
