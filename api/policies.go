@@ -10,7 +10,6 @@ import (
 	"github.com/trainyard/trainyard/internal/admission"
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/policy"
-	"github.com/trainyard/trainyard/internal/scheduler"
 	"github.com/trainyard/trainyard/internal/workspec"
 	"github.com/trainyard/trainyard/workflows/cluster"
 )
@@ -138,25 +137,7 @@ func bundleErr(err error, results []policy.TestResult) error {
 // admitJob decides a job against the cluster's live nodes; a denial is a
 // 403 listing every violated rule.
 func (s *Server) admitJob(ctx context.Context, workID string, st cluster.Status, ws workspec.Spec) error {
-	nodes := make([]scheduler.Node, 0, len(st.Nodes))
-	for _, n := range st.Nodes {
-		sn := scheduler.Node{Name: n.Name, Provider: n.Provider, Ephemeral: n.Ephemeral, Capacity: n.Resources}
-		switch {
-		case n.Health != cluster.Healthy && n.Health != cluster.Idle:
-			sn.Health = scheduler.Down
-		case n.Draining:
-			sn.Health = scheduler.Draining
-		}
-		if n.Used.CPUs > 0 || n.Used.MemoryMB > 0 || len(n.Used.GPUs) > 0 {
-			a := scheduler.Allocation{WorkID: "running", CPUs: n.Used.CPUs, MemoryMB: n.Used.MemoryMB}
-			for _, g := range n.Used.GPUs {
-				a.GPUs = append(a.GPUs, scheduler.GPUShare{Index: g, Share: 1})
-			}
-			sn.Allocations = []scheduler.Allocation{a}
-		}
-		nodes = append(nodes, sn)
-	}
-	in := policy.Input{Work: policy.WorkInput(workID, ws, 0), Cluster: policy.ClusterInput(nodes)}
+	in := policy.Input{Work: policy.WorkInput(workID, ws, 0), Cluster: policy.ClusterInput(st.SchedulerNodes())}
 	d, err := s.d.Admission.Decide(ctx, workID, in)
 	if err != nil {
 		return huma.Error503ServiceUnavailable("admission", err)

@@ -10,6 +10,8 @@ import (
 	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/provision"
 	"github.com/trainyard/trainyard/internal/resources"
+	"github.com/trainyard/trainyard/internal/scheduler"
+	"github.com/trainyard/trainyard/internal/workspec"
 )
 
 // Name is the workflow type.
@@ -189,4 +191,33 @@ type State struct {
 	Nodes    map[string]*nodeState `json:"nodes"`
 	Events   []string              `json:"events"`
 	Pending  []Command             `json:"pending,omitempty"` // commands not yet run
+}
+
+// SchedulerNodes is the scheduler's view of a status snapshot, for callers
+// outside the workflow (admission, feasibility checks at submission).
+func (s Status) SchedulerNodes() []scheduler.Node {
+	nodes := make([]scheduler.Node, 0, len(s.Nodes))
+	for _, n := range s.Nodes {
+		sn := scheduler.Node{Name: n.Name, Provider: n.Provider, Ephemeral: n.Ephemeral, Capacity: n.Resources}
+		switch {
+		case n.Health != Healthy && n.Health != Idle:
+			sn.Health = scheduler.Down
+		case n.Draining:
+			sn.Health = scheduler.Draining
+		}
+		if n.Used.CPUs > 0 || n.Used.MemoryMB > 0 || len(n.Used.GPUs) > 0 {
+			a := scheduler.Allocation{WorkID: "running", CPUs: n.Used.CPUs, MemoryMB: n.Used.MemoryMB}
+			for _, g := range n.Used.GPUs {
+				a.GPUs = append(a.GPUs, scheduler.GPUShare{Index: g, Share: 1})
+			}
+			sn.Allocations = []scheduler.Allocation{a}
+		}
+		nodes = append(nodes, sn)
+	}
+	return nodes
+}
+
+// JobSpec is the work spec of a plain job: one instance of one role.
+func JobSpec(id string, cpus float64, gpus int, memoryMB int64) workspec.Spec {
+	return workspec.Spec{Name: id, Kind: "job", Roles: []workspec.Role{{Name: "job", Count: 1, CPUs: cpus, GPUs: float64(gpus), MemoryMB: memoryMB}}}
 }

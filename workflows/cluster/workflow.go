@@ -14,7 +14,6 @@ import (
 	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/internal/provision"
 	"github.com/trainyard/trainyard/internal/scheduler"
-	"github.com/trainyard/trainyard/internal/workspec"
 )
 
 // maxEvents bounds the event log kept in state.
@@ -358,9 +357,7 @@ func (c *controller) allocate(ctx workflow.Context, req AllocateRequest) (Alloca
 			return Allocation{Node: name, Queue: NodeQueue(c.st.Name, name), GPUs: u.GPUs}, nil
 		}
 	}
-	work := scheduler.Work{ID: req.JobID, Spec: workspec.Spec{Name: req.JobID, Kind: "job", Roles: []workspec.Role{{
-		Name: "job", Count: 1, CPUs: req.CPUs, GPUs: float64(req.GPUs), MemoryMB: req.MemoryMB,
-	}}}}
+	work := scheduler.Work{ID: req.JobID, Spec: JobSpec(req.JobID, req.CPUs, req.GPUs, req.MemoryMB)}
 	p := scheduler.New(params.Default()).Place(c.schedulerNodes(req.Exclude), work)
 	switch p.Status {
 	case scheduler.Placed:
