@@ -38,6 +38,9 @@ type Deps struct {
 	// Admission decides submissions with the policy bundle in force.
 	Admission *admission.Service
 	Logger    *slog.Logger
+	// Metrics, when set, is served at GET /metrics (Prometheus text format,
+	// no token: scrapers run inside the trust boundary).
+	Metrics http.Handler
 	// Ready lists the named checks /readyz runs; all must pass.
 	Ready map[string]func(context.Context) error
 }
@@ -64,6 +67,9 @@ func New(d Deps) *Server {
 	s := &Server{d: d, mux: mux}
 	s.API = humago.New(mux, cfg)
 	s.API.UseMiddleware(s.authenticate)
+	if d.Metrics != nil {
+		mux.Handle("GET /metrics", d.Metrics)
+	}
 	s.registerSystem()
 	s.registerWorkflows()
 	s.registerTokens()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -23,6 +24,7 @@ type agentOptions struct {
 	gpus      string
 	workDir   string
 	heartbeat time.Duration
+	metrics   string
 	temporal  temporalx.Options
 }
 
@@ -43,6 +45,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.StringVar(&o.gpus, "gpus", "", `GPUs instead of nvidia-smi: "0:TITAN X:12GB,1:GTX 1080 Ti:11GB", "2xA100:80GB" or "none"`)
 	f.StringVar(&o.workDir, "work-dir", "", "where job processes start (default: the agent's state dir, else the current dir)")
 	f.DurationVar(&o.heartbeat, "heartbeat-interval", 5*time.Second, "how often to report to the cluster")
+	f.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
 	addTemporalFlags(f, &o.temporal)
 	return cmd
 }
@@ -58,6 +61,16 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 	defer done()
 	log = log.With("cluster", o.cluster, "node", o.node)
 
+	if o.metrics != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", g.telemetry.Metrics)
+		ms, err := serveAPI(o.metrics, mux, log)
+		if err != nil {
+			return err
+		}
+		defer ms.Stop(context.Background())
+		log.Info("metrics", "url", ms.URL+"/metrics")
+	}
 	dopts := detect.Options{GPUs: o.gpus}
 	res, err := detect.Detect(ctx, dopts)
 	if err != nil {

@@ -157,7 +157,7 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 	}
 	srv := api.New(api.Deps{Temporal: tc, Namespace: "default", Tokens: tokens, Store: store, Logger: log,
 		Plugins: rt, PluginStore: pluginstore.New(store), Admission: adm,
-		Ready: readyChecks(tc, store)})
+		Metrics: g.telemetry.Metrics, Ready: readyChecks(tc, store)})
 	as, err := serveAPI(fmt.Sprintf("%s:%d", o.ip, o.apiPort), srv.Handler(), log)
 	if err != nil {
 		return err

@@ -34,6 +34,7 @@ type globals struct {
 	configFile string
 	logLevel   string
 	logFormat  string
+	telemetry  *telemetry.Telemetry // set by boot
 }
 
 func newRoot() *cobra.Command {
@@ -71,20 +72,22 @@ func (g *globals) logger() (*slog.Logger, error) {
 }
 
 // boot does what every long-running command does first: a logger, a context
-// cancelled by SIGINT/SIGTERM, and OpenTelemetry for service. done undoes it.
+// cancelled by SIGINT/SIGTERM, and OpenTelemetry for service (kept in
+// g.telemetry for the /metrics endpoint). done undoes it.
 func (g *globals) boot(ctx context.Context, service string) (context.Context, *slog.Logger, func(), error) {
 	log, err := g.logger()
 	if err != nil {
 		return ctx, nil, nil, err
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	shutdownOTel, err := telemetry.Setup(ctx, service)
+	tel, err := telemetry.Setup(ctx, service)
 	if err != nil {
 		stop()
 		return ctx, nil, nil, err
 	}
+	g.telemetry = tel
 	return ctx, log, func() {
-		_ = shutdownOTel(context.Background())
+		_ = tel.Shutdown(context.Background())
 		stop()
 	}, nil
 }

@@ -70,7 +70,7 @@ func runServer(ctx context.Context, g *globals, o *serverOptions) error {
 	}
 	srv := api.New(api.Deps{Temporal: tc, Namespace: o.temporal.Namespace, Tokens: tokens, Store: store, Logger: log,
 		Plugins: rt, PluginStore: pluginstore.New(store), Admission: adm,
-		Ready: readyChecks(tc, store)})
+		Metrics: g.telemetry.Metrics, Ready: readyChecks(tc, store)})
 	as, err := serveAPI(o.listen, srv.Handler(), log)
 	if err != nil {
 		return err

@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/policy"
@@ -32,7 +35,8 @@ var ErrTestsFailed = errors.New("policy tests failed")
 
 // Service decides admissions with the current bundle.
 type Service struct {
-	store *objstore.Store
+	store     *objstore.Store
+	decisions metric.Int64Counter
 
 	mu     sync.RWMutex
 	engine *policy.Engine
@@ -57,7 +61,12 @@ func Open(ctx context.Context, store *objstore.Store) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("current policy bundle: %w", err)
 	}
-	return &Service{store: store, engine: e, log: policy.NewLog(1000)}, nil
+	counter, err := otel.Meter("trainyard/admission").Int64Counter("trainyard.admission.decisions",
+		metric.WithDescription("Admission decisions by result (allow, deny)."))
+	if err != nil {
+		return nil, err
+	}
+	return &Service{store: store, decisions: counter, engine: e, log: policy.NewLog(1000)}, nil
 }
 
 // Default is the embedded bundle.
@@ -147,6 +156,11 @@ func (s *Service) Decide(ctx context.Context, workID string, in policy.Input) (p
 	if err != nil {
 		return d, fmt.Errorf("admission of %s: %w", workID, err)
 	}
+	result := "deny"
+	if d.Allow {
+		result = "allow"
+	}
+	s.decisions.Add(ctx, 1, metric.WithAttributes(attribute.String("result", result)))
 	s.mu.Lock()
 	s.log.Append(time.Now().UTC(), workID, d)
 	s.recent = append(s.recent, Submission{WorkID: workID, Input: in})

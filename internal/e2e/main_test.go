@@ -58,6 +58,7 @@ type devProc struct {
 	admin   string
 	stdout  *bytes.Buffer
 	stderr  *os.File
+	exited  chan struct{} // closed once the process has been waited for
 	stopped bool
 }
 
@@ -77,6 +78,11 @@ func startDev(t *testing.T, dir string, extra ...string) *devProc {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	p.exited = make(chan struct{})
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.exited)
+	}()
 	t.Cleanup(func() {
 		p.kill(syscall.SIGKILL)
 		killAgentsOf(dir) // a failed test must not leave agents behind
@@ -86,8 +92,10 @@ func startDev(t *testing.T, dir string, extra ...string) *devProc {
 		if time.Now().After(deadline) {
 			t.Fatalf("trainyard dev not ready after 90s; log:\n%s", p.log())
 		}
-		if p.cmd.ProcessState != nil {
+		select {
+		case <-p.exited:
 			t.Fatalf("trainyard dev exited early; log:\n%s", p.log())
+		default:
 		}
 		if b, err := os.ReadFile(filepath.Join(dir, "endpoints.json")); err == nil {
 			if err := json.Unmarshal(b, &p.ep); err != nil {
@@ -126,7 +134,7 @@ func (p *devProc) kill(sig syscall.Signal) time.Duration {
 	p.stopped = true
 	start := time.Now()
 	_ = p.cmd.Process.Signal(sig)
-	_ = p.cmd.Wait()
+	<-p.exited
 	p.stderr.Close()
 	return time.Since(start)
 }

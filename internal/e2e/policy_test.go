@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -136,6 +137,19 @@ test_gpu_job_paused if {
 	if len(log.Decisions) != 4 || log.Decisions[0].WorkID != gpuJob || !log.Decisions[0].Allow || log.Decisions[2].Allow ||
 		len(log.Decisions[2].Violations) == 0 || log.Decisions[2].Revision == log.Decisions[0].Revision || log.Decisions[0].InputHash == "" {
 		t.Fatalf("decision log: %+v", log.Decisions)
+	}
+
+	// Decisions by result show on the Prometheus endpoint (no token needed).
+	resp, err := http.Get(dev.ep.API + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`trainyard_admission_decisions_total{`, `result="deny"`, `result="allow"`, "http_server_request_duration"} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 	cli(t, dev, "cluster", "down", "lab")
 }

@@ -10,11 +10,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 
+	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -23,31 +27,56 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Setup installs global providers for service and returns a shutdown that
-// flushes them. The exporters read the standard OTEL_* variables.
-func Setup(ctx context.Context, service string) (shutdown func(context.Context) error, err error) {
+// Telemetry is what Setup installed.
+type Telemetry struct {
+	// Metrics serves every OTel metric of this process (Temporal SDK's
+	// included) in the Prometheus text format, OTLP or not.
+	Metrics http.Handler
+	// Shutdown flushes and stops the providers.
+	Shutdown func(context.Context) error
+}
+
+// Setup installs global providers for service: metrics always (a Prometheus
+// registry, plus OTLP when configured), traces only when an OTLP endpoint is
+// set. The exporters read the standard OTEL_* variables.
+func Setup(ctx context.Context, service string) (*Telemetry, error) {
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
-		return func(context.Context) error { return nil }, nil
-	}
-	res, err := resource.Merge(resource.Default(), resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(service)))
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(service)))
 	if err != nil {
 		return nil, fmt.Errorf("otel resource: %w", err)
 	}
-	te, err := otlptracehttp.New(ctx)
+	reg := prom.NewRegistry()
+	pe, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
-		return nil, fmt.Errorf("otlp trace exporter: %w", err)
+		return nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
-	me, err := otlpmetrichttp.New(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("otlp metric exporter: %w", err)
+	readers := []sdkmetric.Option{sdkmetric.WithReader(pe), sdkmetric.WithResource(res)}
+	otlp := os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+	var tp *sdktrace.TracerProvider
+	if otlp {
+		te, err := otlptracehttp.New(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("otlp trace exporter: %w", err)
+		}
+		me, err := otlpmetrichttp.New(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("otlp metric exporter: %w", err)
+		}
+		tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(te), sdktrace.WithResource(res))
+		otel.SetTracerProvider(tp)
+		readers = append(readers, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(me)))
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(te), sdktrace.WithResource(res))
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(me)), sdkmetric.WithResource(res))
-	otel.SetTracerProvider(tp)
+	mp := sdkmetric.NewMeterProvider(readers...)
 	otel.SetMeterProvider(mp)
-	return func(ctx context.Context) error {
-		return errors.Join(tp.Shutdown(ctx), mp.Shutdown(ctx))
+	return &Telemetry{
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Shutdown: func(ctx context.Context) error {
+			var errs []error
+			if tp != nil {
+				errs = append(errs, tp.Shutdown(ctx))
+			}
+			return errors.Join(append(errs, mp.Shutdown(ctx))...)
+		},
 	}, nil
 }
 
