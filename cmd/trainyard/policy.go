@@ -16,25 +16,28 @@ func newPolicyCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "policy", Short: "Review and change admission policies as code (Rego)"}
 	addClientFlags(cmd, cf)
 
-	load := func(dir string) (policy.Bundle, error) { return policy.LoadDir(dir) }
+	// send loads the bundle in dir and sends it to the API.
+	send := func(cmd *cobra.Command, dir, method, path string, out any) error {
+		b, err := policy.LoadDir(dir)
+		if err != nil {
+			return err
+		}
+		c, err := cf.client()
+		if err != nil {
+			return err
+		}
+		return c.JSON(cmd.Context(), method, path, b, out)
+	}
 
 	test := &cobra.Command{
 		Use: "test DIR", Short: "Run a bundle's Rego unit tests on the server", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := load(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
 			var out struct {
 				Passed  int                 `json:"passed"`
 				Failed  int                 `json:"failed"`
 				Results []policy.TestResult `json:"results"`
 			}
-			if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/policies/test", b, &out); err != nil {
+			if err := send(cmd, args[0], http.MethodPost, "/v1/policies/test", &out); err != nil {
 				return err
 			}
 			if err := cf.print(os.Stdout, out, func(w *tabwriter.Writer) {
@@ -59,20 +62,12 @@ func newPolicyCmd() *cobra.Command {
 	dry := &cobra.Command{
 		Use: "dry-run DIR", Short: "Show which recent submissions a bundle would decide differently, and why", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := load(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
 			var out struct {
 				Revision  string          `json:"revision"`
 				Evaluated int             `json:"evaluated"`
 				Changes   []policy.Change `json:"changes"`
 			}
-			if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/policies/dry-run", b, &out); err != nil {
+			if err := send(cmd, args[0], http.MethodPost, "/v1/policies/dry-run", &out); err != nil {
 				return err
 			}
 			return cf.print(os.Stdout, out, func(w *tabwriter.Writer) {
@@ -93,19 +88,11 @@ func newPolicyCmd() *cobra.Command {
 	push := &cobra.Command{
 		Use: "push DIR", Short: "Replace the bundle in force (refused unless it compiles and its tests pass)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := load(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
 			var out struct {
 				Revision string `json:"revision"`
 				Tests    int    `json:"tests"`
 			}
-			if err := c.JSON(cmd.Context(), http.MethodPut, "/v1/policies", b, &out); err != nil {
+			if err := send(cmd, args[0], http.MethodPut, "/v1/policies", &out); err != nil {
 				return err
 			}
 			fmt.Fprintf(os.Stderr, "policies %s in force (%d tests passed)\n", out.Revision, out.Tests)

@@ -3,18 +3,11 @@ package cluster
 import (
 	"testing"
 
-	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
+	"github.com/trainyard/trainyard/internal/replaytest"
 )
 
-// TestReplay replays a recorded cluster life (up of three local nodes, a
-// job allocated and released, a node added and removed, down) against the
-// current code. Version changes with workflow.GetVersion and record a new
-// history with internal/tools/recordhistory when this fails.
+// TestReplay fails when a change to Workflow would break executions
+// recorded by the code before it (testdata/history.json).
 func TestReplay(t *testing.T) {
-	r := worker.NewWorkflowReplayer()
-	r.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: Name})
-	if err := r.ReplayWorkflowHistoryFromJSONFile(nil, "testdata/history.json"); err != nil {
-		t.Fatal(err)
-	}
+	replaytest.Replay(t, Workflow, Name, "testdata/history.json")
 }

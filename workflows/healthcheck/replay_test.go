@@ -3,17 +3,11 @@ package healthcheck
 import (
 	"testing"
 
-	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
+	"github.com/trainyard/trainyard/internal/replaytest"
 )
 
-// TestReplay fails when a change to Workflow would break histories recorded
-// by the code before it (record a new one with internal/tools/recordhistory
-// after versioning the change with workflow.GetVersion).
+// TestReplay fails when a change to Workflow would break executions
+// recorded by the code before it (testdata/history.json).
 func TestReplay(t *testing.T) {
-	r := worker.NewWorkflowReplayer()
-	r.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: Name})
-	if err := r.ReplayWorkflowHistoryFromJSONFile(nil, "testdata/history.json"); err != nil {
-		t.Fatal(err)
-	}
+	replaytest.Replay(t, Workflow, Name, "testdata/history.json")
 }

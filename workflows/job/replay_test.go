@@ -3,17 +3,11 @@ package job
 import (
 	"testing"
 
-	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
+	"github.com/trainyard/trainyard/internal/replaytest"
 )
 
-// TestReplay replays a recorded job (allocated, run on a node, released)
-// against the current code. Version changes with workflow.GetVersion and record a new
-// history with internal/tools/recordhistory when this fails.
+// TestReplay fails when a change to Workflow would break executions
+// recorded by the code before it (testdata/history.json).
 func TestReplay(t *testing.T) {
-	r := worker.NewWorkflowReplayer()
-	r.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: Name})
-	if err := r.ReplayWorkflowHistoryFromJSONFile(nil, "testdata/history.json"); err != nil {
-		t.Fatal(err)
-	}
+	replaytest.Replay(t, Workflow, Name, "testdata/history.json")
 }
