@@ -155,6 +155,22 @@ func TestClusterLocalLifecycle(t *testing.T) {
 		}
 	}
 
+	// Work on a node that dies is handed back and placed again elsewhere.
+	long := submitJob(t, dev, []string{"sh", "-c", "sleep 3; echo finished"}, 1)
+	var first string
+	waitFor(t, func() bool {
+		j := getJob(t, dev, long)
+		first = j.Progress.Node
+		return j.Progress.State == "running"
+	})
+	if err := syscall.Kill(pids[first], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return getJob(t, dev, long).Status == "completed" })
+	if r := getJob(t, dev, long).Result; r == nil || r.Node == first || r.Placements != 2 || !strings.Contains(r.Output, "finished") {
+		t.Fatalf("job whose node (%s) died: %+v", first, r)
+	}
+
 	// down: every agent process is gone.
 	cli(t, dev, "cluster", "down", "lab")
 	waitFor(t, func() bool {
@@ -180,9 +196,10 @@ type jobView struct {
 		Reason string `json:"reason"`
 	} `json:"progress"`
 	Result *struct {
-		Node   string `json:"node"`
-		GPUs   []int  `json:"gpus"`
-		Output string `json:"output"`
+		Node       string `json:"node"`
+		GPUs       []int  `json:"gpus"`
+		Output     string `json:"output"`
+		Placements int    `json:"placements"`
 	} `json:"result"`
 	Error string `json:"error"`
 }
