@@ -1,0 +1,171 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/trainyard/trainyard/internal/objstore"
+)
+
+// Options tune a Store; zero values pick the defaults.
+type Options struct {
+	Prefix    string // key prefix, default "checkpoints"
+	ChunkSize int64  // bytes per chunk, default 4 MiB; only affects new saves
+	Parallel  int    // concurrent chunk transfers, default 4
+}
+
+// Store saves and restores checkpoints in one bucket.
+type Store struct {
+	s3   *objstore.Store
+	opts Options
+}
+
+// New wraps an opened bucket.
+func New(s3 *objstore.Store, opts Options) *Store {
+	if opts.Prefix == "" {
+		opts.Prefix = "checkpoints"
+	}
+	opts.Prefix = strings.Trim(opts.Prefix, "/")
+	if opts.ChunkSize <= 0 {
+		opts.ChunkSize = 4 << 20
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = 4
+	}
+	return &Store{s3: s3, opts: opts}
+}
+
+// ChunkKey is the object key of a chunk.
+func (s *Store) ChunkKey(sum string) string { return s.opts.Prefix + "/chunks/" + sum }
+
+// ManifestKey is the object key of a checkpoint's manifest.
+func (s *Store) ManifestKey(run string, seq int64) string {
+	return s.runPrefix(run) + fmt.Sprintf("%010d", seq) + "/manifest.json"
+}
+
+func (s *Store) runPrefix(run string) string { return s.opts.Prefix + "/runs/" + run + "/" }
+
+// List returns a run's complete checkpoints, oldest first. Only manifests
+// are listed, so a checkpoint still being written does not show.
+func (s *Store) List(ctx context.Context, run string) ([]Manifest, error) {
+	seqs, err := s.seqs(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Manifest, 0, len(seqs))
+	for _, seq := range seqs {
+		m, err := s.Get(ctx, run, seq)
+		if errors.Is(err, ErrNotFound) {
+			continue // pruned between listing and reading
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// Latest returns the newest checkpoint of a run, or ErrNotFound.
+func (s *Store) Latest(ctx context.Context, run string) (Manifest, error) {
+	seqs, err := s.seqs(ctx, run)
+	if err != nil {
+		return Manifest{}, err
+	}
+	for i := len(seqs) - 1; i >= 0; i-- {
+		m, err := s.Get(ctx, run, seqs[i])
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		return m, err
+	}
+	return Manifest{}, fmt.Errorf("latest checkpoint of run %s: %w", run, ErrNotFound)
+}
+
+// Get reads one checkpoint's manifest.
+func (s *Store) Get(ctx context.Context, run string, seq int64) (Manifest, error) {
+	var m Manifest
+	if err := checkRun(run); err != nil {
+		return m, err
+	}
+	key := s.ManifestKey(run, seq)
+	obj, err := s.s3.Client.GetObject(ctx, s.s3.Bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return m, fmt.Errorf("read checkpoint %s/%d manifest: %w", run, seq, err)
+	}
+	defer obj.Close()
+	b, err := io.ReadAll(obj)
+	if isNoSuchKey(err) {
+		return m, fmt.Errorf("checkpoint %s/%d: %w", run, seq, ErrNotFound)
+	}
+	if err != nil {
+		return m, fmt.Errorf("read checkpoint %s/%d manifest: %w", run, seq, err)
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("checkpoint %s/%d manifest %s: %w", run, seq, key, err)
+	}
+	if m.Version != ManifestVersion {
+		return m, fmt.Errorf("checkpoint %s/%d manifest: unsupported version %d", run, seq, m.Version)
+	}
+	if m.Run != run || m.Seq != seq {
+		return m, fmt.Errorf("checkpoint %s/%d manifest names %s/%d", run, seq, m.Run, m.Seq)
+	}
+	return m, nil
+}
+
+// seqs lists the sequence numbers that have a manifest, ascending.
+func (s *Store) seqs(ctx context.Context, run string) ([]int64, error) {
+	if err := checkRun(run); err != nil {
+		return nil, err
+	}
+	var seqs []int64
+	prefix := s.runPrefix(run)
+	for o := range s.s3.Client.ListObjects(ctx, s.s3.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if o.Err != nil {
+			return nil, fmt.Errorf("list checkpoints of run %s: %w", run, o.Err)
+		}
+		rest := strings.TrimPrefix(o.Key, prefix)
+		dir, file := path.Split(rest)
+		if file != "manifest.json" {
+			continue
+		}
+		seq, err := strconv.ParseInt(strings.TrimSuffix(dir, "/"), 10, 64)
+		if err != nil {
+			continue // not ours
+		}
+		seqs = append(seqs, seq)
+	}
+	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+	return seqs, nil
+}
+
+func (s *Store) putManifest(ctx context.Context, m Manifest) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = s.s3.Client.PutObject(ctx, s.s3.Bucket, s.ManifestKey(m.Run, m.Seq), bytes.NewReader(b), int64(len(b)),
+		minio.PutObjectOptions{ContentType: "application/json"})
+	if err != nil {
+		return fmt.Errorf("write checkpoint %s/%d manifest: %w", m.Run, m.Seq, err)
+	}
+	return nil
+}
+
+func isNoSuchKey(err error) bool {
+	if err == nil {
+		return false
+	}
+	code := minio.ToErrorResponse(err).Code
+	return code == minio.NoSuchKey || code == "NotFound"
+}
