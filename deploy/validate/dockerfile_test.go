@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -158,5 +159,36 @@ func TestDockerfileStages(t *testing.T) {
 		if uid, _, _ := strings.Cut(user, ":"); user == "" || uid == "0" || uid == "root" {
 			t.Errorf("%s: runs as %q, want a non-root USER", name, user)
 		}
+	}
+}
+
+// The build stage sets CGO_ENABLED=0 and the control image is
+// distroless/static: that holds only while no non-standard package of
+// cmd/trainyard uses cgo (a cgo-only package would drop out of, or change
+// in, the static build).
+func TestTrainyardBuildsWithoutCgo(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func(cgo string) (string, error) {
+		cmd := exec.Command(goBin, "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}} {{len .CgoFiles}}", "./cmd/trainyard")
+		cmd.Dir = repo()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo, "GOOS=linux")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := list("1")
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 3 && f[1] == "false" && f[2] != "0" {
+			t.Errorf("%s uses cgo: the CGO_ENABLED=0 image build would differ", f[0])
+		}
+	}
+	if out, err := list("0"); err != nil {
+		t.Errorf("go list with CGO_ENABLED=0: %v\n%s", err, out)
 	}
 }
