@@ -15,7 +15,7 @@ include $(wildcard mk/*.mk)
 all: build
 
 build:
-	$(GO) build -trimpath -ldflags='-s -w' -o $(BIN) ./cmd/trainyard
+	$(GO) build -ldflags='-s -w' -o $(BIN) ./cmd/trainyard
 
 run: build
 	./$(BIN) dev --data-dir $(DATA)
