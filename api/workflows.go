@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/workflows"
@@ -156,12 +157,10 @@ func (s *Server) registerWorkflows() {
 		})
 }
 
-func summary(id, runID, typ string, st enumspb.WorkflowExecutionStatus, tq string, startTime time.Time, closeTime interface {
-	AsTime() time.Time
-	IsValid() bool
-}) WorkflowSummary {
+// summary builds a WorkflowSummary; an unset close time means still open.
+func summary(id, runID, typ string, st enumspb.WorkflowExecutionStatus, tq string, startTime time.Time, closeTime *timestamppb.Timestamp) WorkflowSummary {
 	w := WorkflowSummary{WorkflowID: id, RunID: runID, Type: typ, Status: statusName(st), TaskQueue: tq, StartTime: startTime}
-	if closeTime != nil && closeTime.IsValid() && !closeTime.AsTime().IsZero() && closeTime.AsTime().Unix() > 0 {
+	if closeTime != nil && closeTime.IsValid() && closeTime.AsTime().Unix() > 0 {
 		t := closeTime.AsTime()
 		w.CloseTime = &t
 	}
