@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -158,11 +159,18 @@ func countAgents(dataDir, node string) int {
 	return n
 }
 
+// freePortStr finds a free port below the kernel's ephemeral range
+// (32768+), so the ports a process picks with ":0" — `dev` picks Temporal's
+// internal ports that way — can never take it between check and use.
 func freePortStr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err == nil {
+			l.Close()
+			return strconv.Itoa(port)
+		}
 	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	t.Fatal("no free port below 32000")
+	return ""
 }
