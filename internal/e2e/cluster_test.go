@@ -111,7 +111,7 @@ func TestClusterLocalLifecycle(t *testing.T) {
 	// Long jobs on the two live nodes, one GPU each.
 	var jobs []string
 	for range 2 {
-		jobs = append(jobs, submitJob(t, dev, []string{"sh", "-c", "echo gpu=$CUDA_VISIBLE_DEVICES; sleep 6"}, 1))
+		jobs = append(jobs, submitJob(t, dev, []string{"sh", "-c", "echo gpu=$CUDA_VISIBLE_DEVICES; sleep 15"}, 1))
 	}
 	waitFor(t, func() bool {
 		s := status()
