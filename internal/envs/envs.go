@@ -25,13 +25,16 @@ type Space struct {
 
 // Dim is the number of float32 values one element of the space occupies in a
 // flat buffer: the product of Shape for Box, 1 for Discrete, len(Nvec) for
-// MultiDiscrete.
+// MultiDiscrete, 0 for an unset space (reward plugins that compose with any
+// env leave theirs empty).
 func (s Space) Dim() int {
 	switch s.Kind {
 	case Discrete:
 		return 1
 	case MultiDiscrete:
 		return len(s.Nvec)
+	case "":
+		return 0
 	default:
 		d := 1
 		for _, x := range s.Shape {

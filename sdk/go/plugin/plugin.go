@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/trainyard/trainyard/internal/envs"
 )
 
 // ABIVersion is the plugin ABI this SDK implements.
@@ -35,33 +36,9 @@ const (
 	KindGame   = "game"
 )
 
-// Space mirrors the host's envs.Space JSON shape.
-type Space struct {
-	Kind  string    `json:"kind"` // "box", "discrete", "multi_discrete"
-	Shape []int     `json:"shape,omitempty"`
-	Low   []float32 `json:"low,omitempty"`
-	High  []float32 `json:"high,omitempty"`
-	N     int       `json:"n,omitempty"`
-	Nvec  []int     `json:"nvec,omitempty"`
-}
-
-// Dim is the number of float32 values one element of the space occupies.
-func (s Space) Dim() int {
-	switch s.Kind {
-	case "discrete":
-		return 1
-	case "multi_discrete":
-		return len(s.Nvec)
-	case "":
-		return 0
-	default:
-		d := 1
-		for _, x := range s.Shape {
-			d *= x
-		}
-		return d
-	}
-}
+// Space is the host's envs.Space: one definition of the JSON shape and of
+// Dim for host and guest.
+type Space = envs.Space
 
 // Metadata is what the plugin's metadata export returns as JSON.
 type Metadata struct {

@@ -13,12 +13,8 @@ func Metadata(s envs.Spec, version, description string) plugin.Metadata {
 		Name:            s.Name,
 		Version:         version,
 		Description:     description,
-		Observation:     space(s.Observation),
-		Action:          space(s.Action),
+		Observation:     s.Observation,
+		Action:          s.Action,
 		MaxEpisodeSteps: s.MaxEpisodeSteps,
 	}
-}
-
-func space(s envs.Space) plugin.Space {
-	return plugin.Space{Kind: string(s.Kind), Shape: s.Shape, Low: s.Low, High: s.High, N: s.N, Nvec: s.Nvec}
 }
