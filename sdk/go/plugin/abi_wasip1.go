@@ -196,18 +196,20 @@ func rewardBatchExport(n, obsDim, actDim int32, obs, actions, nextObs, envReward
 	})
 }
 
-func game(g int32) (Game, error) {
+// game checks a game index and the call's output pointers.
+func game(g int32, ptrs ...uint32) (Game, error) {
 	if g < 0 || int(g) >= len(games) {
 		return nil, badInput("game index %d out of range [0,%d)", g, len(games))
 	}
-	return games[g], nil
+	return games[g], nonNull(ptrs...)
 }
 
-func checkPlayer(p int32) error {
+// gameFor is game plus a check of the player index.
+func gameFor(g, p int32, ptrs ...uint32) (Game, error) {
 	if p < 0 || int(p) >= registered.meta.NumPlayers {
-		return badInput("player %d out of range [0,%d)", p, registered.meta.NumPlayers)
+		return nil, badInput("player %d out of range [0,%d)", p, registered.meta.NumPlayers)
 	}
-	return nil
+	return game(g, ptrs...)
 }
 
 //go:wasmexport game_reset
@@ -225,11 +227,8 @@ func gameReset(g int32, seed uint64) int32 {
 //go:wasmexport game_to_move
 func gameToMove(g int32, out, outCount uint32) int32 {
 	return guard(func() error {
-		gm, err := game(g)
+		gm, err := game(g, out, outCount)
 		if err != nil {
-			return err
-		}
-		if err := nonNull(out, outCount); err != nil {
 			return err
 		}
 		players = gm.ToMove(players[:0])
@@ -246,14 +245,8 @@ func gameToMove(g int32, out, outCount uint32) int32 {
 //go:wasmexport game_legal
 func gameLegal(g, player int32, out uint32) int32 {
 	return guard(func() error {
-		gm, err := game(g)
+		gm, err := gameFor(g, player, out)
 		if err != nil {
-			return err
-		}
-		if err := checkPlayer(player); err != nil {
-			return err
-		}
-		if err := nonNull(out); err != nil {
 			return err
 		}
 		m := bools(out, uint32(len(mask)))
@@ -266,11 +259,8 @@ func gameLegal(g, player int32, out uint32) int32 {
 //go:wasmexport game_apply
 func gameApply(g, player, action int32) int32 {
 	return guard(func() error {
-		gm, err := game(g)
+		gm, err := gameFor(g, player)
 		if err != nil {
-			return err
-		}
-		if err := checkPlayer(player); err != nil {
 			return err
 		}
 		if action < 0 || int(action) >= registered.meta.Action.N {
@@ -286,11 +276,8 @@ func gameApply(g, player, action int32) int32 {
 //go:wasmexport game_outcome
 func gameOutcome(g int32, returns, terminal uint32) int32 {
 	return guard(func() error {
-		gm, err := game(g)
+		gm, err := game(g, returns, terminal)
 		if err != nil {
-			return err
-		}
-		if err := nonNull(returns, terminal); err != nil {
 			return err
 		}
 		t := gm.Outcome(f32s(returns, uint32(registered.meta.NumPlayers)))
@@ -302,11 +289,8 @@ func gameOutcome(g int32, returns, terminal uint32) int32 {
 //go:wasmexport game_save
 func gameSave(g int32, buf, capacity, outLen uint32) int32 {
 	return guard(func() error {
-		gm, err := game(g)
+		gm, err := game(g, buf, outLen)
 		if err != nil {
-			return err
-		}
-		if err := nonNull(buf, outLen); err != nil {
 			return err
 		}
 		state = gm.Save(state[:0])
@@ -322,11 +306,8 @@ func gameSave(g int32, buf, capacity, outLen uint32) int32 {
 //go:wasmexport game_restore
 func gameRestore(g int32, buf, n uint32) int32 {
 	return guard(func() error {
-		gm, err := game(g)
+		gm, err := game(g, buf)
 		if err != nil {
-			return err
-		}
-		if err := nonNull(buf); err != nil {
 			return err
 		}
 		if err := gm.Restore(bytesAt(buf, n)); err != nil {
@@ -339,14 +320,8 @@ func gameRestore(g int32, buf, n uint32) int32 {
 //go:wasmexport game_observe
 func gameObserve(g, player int32, obs uint32) int32 {
 	return guard(func() error {
-		gm, err := game(g)
+		gm, err := gameFor(g, player, obs)
 		if err != nil {
-			return err
-		}
-		if err := checkPlayer(player); err != nil {
-			return err
-		}
-		if err := nonNull(obs); err != nil {
 			return err
 		}
 		gm.Observe(int(player), f32s(obs, uint32(registered.meta.Observation.Dim())))
