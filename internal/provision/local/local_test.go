@@ -25,19 +25,7 @@ func TestMain(m *testing.M) {
 		controlPlane()
 		return
 	}
-	dir, err := os.MkdirTemp("", "fakeagent")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fakeAgent, err = provisiontest.BuildFakeAgent(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	provisiontest.RunWithFakeAgent(m, &fakeAgent)
 }
 
 const wait = 15 * time.Second

@@ -101,3 +101,20 @@ func ProcessGone(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
 }
+
+// RunWithFakeAgent builds the fake agent into a temp dir, stores its path
+// in *bin, runs the package's tests and exits: the body of a TestMain.
+func RunWithFakeAgent(m interface{ Run() int }, bin *string) {
+	dir, err := os.MkdirTemp("", "fakeagent")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if *bin, err = BuildFakeAgent(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}

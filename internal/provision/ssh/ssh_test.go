@@ -2,7 +2,6 @@ package ssh
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,19 +21,7 @@ import (
 var fakeAgent string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "fakeagent")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fakeAgent, err = provisiontest.BuildFakeAgent(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	provisiontest.RunWithFakeAgent(m, &fakeAgent)
 }
 
 const wait = 15 * time.Second
