@@ -163,12 +163,7 @@ func (s *Server) registerClusters() {
 		o.DefaultStatus = http.StatusAccepted
 		cmdOp := c.op
 		huma.Register(s.API, o, func(ctx context.Context, in *clusterNameInput) (*clusterRefOutput, error) {
-			if err := s.d.Temporal.SignalWorkflow(ctx, cluster.WorkflowID(in.Name), "", cluster.SignalCommand, cluster.Command{Op: cmdOp}); err != nil {
-				return nil, temporalErr("cluster "+in.Name, err)
-			}
-			out := &clusterRefOutput{}
-			out.Body.Cluster, out.Body.WorkflowID = in.Name, cluster.WorkflowID(in.Name)
-			return out, nil
+			return s.command(ctx, in.Name, cluster.Command{Op: cmdOp})
 		})
 	}
 
@@ -184,23 +179,13 @@ func (s *Server) registerClusters() {
 		if err != nil {
 			return nil, specError(err)
 		}
-		if err := s.d.Temporal.SignalWorkflow(ctx, cluster.WorkflowID(in.Name), "", cluster.SignalCommand, cluster.Command{Op: cluster.OpAdd, Node: &c.Nodes[0]}); err != nil {
-			return nil, temporalErr("cluster "+in.Name, err)
-		}
-		out := &clusterRefOutput{}
-		out.Body.Cluster, out.Body.WorkflowID = in.Name, cluster.WorkflowID(in.Name)
-		return out, nil
+		return s.command(ctx, in.Name, cluster.Command{Op: cluster.OpAdd, Node: &c.Nodes[0]})
 	})
 
 	rm := op(http.MethodDelete, "/v1/clusters/{name}/nodes/{node}", "cluster-remove-node", "Drain a node, stop its agent and remove it", auth.Admin, "clusters")
 	rm.DefaultStatus = http.StatusAccepted
 	huma.Register(s.API, rm, func(ctx context.Context, in *removeNodeInput) (*clusterRefOutput, error) {
-		if err := s.d.Temporal.SignalWorkflow(ctx, cluster.WorkflowID(in.Name), "", cluster.SignalCommand, cluster.Command{Op: cluster.OpRemove, Name: in.Node}); err != nil {
-			return nil, temporalErr("cluster "+in.Name, err)
-		}
-		out := &clusterRefOutput{}
-		out.Body.Cluster, out.Body.WorkflowID = in.Name, cluster.WorkflowID(in.Name)
-		return out, nil
+		return s.command(ctx, in.Name, cluster.Command{Op: cluster.OpRemove, Name: in.Node})
 	})
 
 	submit := op(http.MethodPost, "/v1/clusters/{name}/jobs", "submit-job",
@@ -260,6 +245,16 @@ func (s *Server) registerClusters() {
 			}
 			return out, nil
 		})
+}
+
+// command signals a running cluster's workflow; 404 when there is none.
+func (s *Server) command(ctx context.Context, name string, cmd cluster.Command) (*clusterRefOutput, error) {
+	if err := s.d.Temporal.SignalWorkflow(ctx, cluster.WorkflowID(name), "", cluster.SignalCommand, cmd); err != nil {
+		return nil, temporalErr("cluster "+name, err)
+	}
+	out := &clusterRefOutput{}
+	out.Body.Cluster, out.Body.WorkflowID = name, cluster.WorkflowID(name)
+	return out, nil
 }
 
 func optDuration(loc, v string) (time.Duration, error) {

@@ -142,39 +142,16 @@ func (p *devProc) kill(sig syscall.Signal) time.Duration {
 // callRaw sends body with contentType and returns the raw answer.
 func (p *devProc) callRaw(method, path, token, contentType, body string) (int, http.Header, []byte) {
 	p.t.Helper()
-	req, err := http.NewRequest(method, p.ep.API+path, strings.NewReader(body))
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", contentType)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		p.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, raw
-}
-
-// call does an API request and decodes a JSON response into out (if non-nil).
-func (p *devProc) call(method, path, token string, body any, out any) (int, http.Header, []byte) {
-	p.t.Helper()
 	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		j, _ := json.Marshal(b)
-		rd = bytes.NewReader(j)
+	if body != "" {
+		rd = strings.NewReader(body)
 	}
 	req, err := http.NewRequest(method, p.ep.API+path, rd)
 	if err != nil {
 		p.t.Fatal(err)
 	}
 	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -185,12 +162,29 @@ func (p *devProc) call(method, path, token string, body any, out any) (int, http
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	if out != nil && resp.StatusCode < 300 {
+	return resp.StatusCode, resp.Header, raw
+}
+
+// call sends body (nil, a JSON string, or a value to encode) and decodes a
+// successful JSON response into out (if non-nil).
+func (p *devProc) call(method, path, token string, body any, out any) (int, http.Header, []byte) {
+	p.t.Helper()
+	var s string
+	switch b := body.(type) {
+	case nil:
+	case string:
+		s = b
+	default:
+		j, _ := json.Marshal(b)
+		s = string(j)
+	}
+	code, hdr, raw := p.callRaw(method, path, token, "application/json", s)
+	if out != nil && code < 300 {
 		if err := json.Unmarshal(raw, out); err != nil {
 			p.t.Fatalf("%s %s: decode %s: %v", method, path, raw, err)
 		}
 	}
-	return resp.StatusCode, resp.Header, raw
+	return code, hdr, raw
 }
 
 // waitFor polls cond for up to 30 s (visibility in Temporal is eventually
