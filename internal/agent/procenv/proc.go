@@ -123,8 +123,14 @@ func Run(ctx context.Context, c Command, grace time.Duration) error {
 	}
 }
 
-// GroupAlive reports whether any process is left in process group pgid.
+// GroupAlive reports whether any live process is left in process group
+// pgid. Zombies do not count: in a container whose PID 1 never reaps, an
+// orphaned child stays a zombie forever and would otherwise keep the group
+// "alive" until the grace period runs out.
 func GroupAlive(pgid int) bool {
+	if _, err := os.Stat("/proc/self/stat"); err == nil {
+		return groupHasLive(pgid)
+	}
 	err := syscall.Kill(-pgid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
@@ -138,10 +144,10 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 }
 
 // waitGroupGone polls, for at most limit, until process group pgid has no
-// live (non-zombie) member. Without /proc it returns at once.
+// live member.
 func waitGroupGone(pgid int, limit time.Duration) {
 	deadline := time.Now().Add(limit)
-	for groupHasLive(pgid) && time.Now().Before(deadline) {
+	for GroupAlive(pgid) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
@@ -152,22 +158,39 @@ func groupHasLive(pgid int) bool {
 		return false
 	}
 	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		// Fields after the command name: state ppid pgrp ...
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) >= 3 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+		if state, pgrp, ok := procStat(pid); ok && state != 'Z' && pgrp == pgid {
 			return true
 		}
 	}
 	return false
+}
+
+// Gone reports whether pid has exited: it no longer exists, or it is a
+// zombie nobody reaps (orphans in a container whose PID 1 does not reap).
+func Gone(pid int) bool {
+	state, _, ok := procStat(pid)
+	return !ok || state == 'Z'
+}
+
+// procStat reads a process's state and process group from /proc.
+func procStat(pid int) (state byte, pgrp int, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	// Fields after the command name: state ppid pgrp ...
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	pgrp, err = strconv.Atoi(f[2])
+	return f[0][0], pgrp, err == nil
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -13,18 +12,6 @@ import (
 	"testing"
 	"time"
 )
-
-// dead reports whether pid is gone or a zombie nobody reaps (orphans in a
-// container whose PID 1 does not reap).
-func dead(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
-}
 
 func TestStopKillsTheGroup(t *testing.T) {
 	tests := []struct {
@@ -54,7 +41,7 @@ func TestStopKillsTheGroup(t *testing.T) {
 				t.Fatal(err)
 			}
 			go io.Copy(io.Discard, r)
-			if dead(child) {
+			if Gone(child) {
 				t.Fatalf("grandchild %d not running before Stop", child)
 			}
 			if err := p.Stop(tt.grace); err != nil {
@@ -68,7 +55,7 @@ func TestStopKillsTheGroup(t *testing.T) {
 			if ws := ee.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != tt.signal {
 				t.Fatalf("leader ended with %v, want signal %v", ws, tt.signal)
 			}
-			if !dead(child) {
+			if !Gone(child) {
 				t.Fatalf("grandchild %d survived Stop", child)
 			}
 			// Stopping again is harmless.

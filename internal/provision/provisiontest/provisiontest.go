@@ -5,6 +5,7 @@ package provisiontest
 import (
 	"bufio"
 	"fmt"
+	"github.com/trainyard/trainyard/internal/agent/procenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,15 +93,7 @@ func WaitMarker(path string, timeout time.Duration, cond func([]Record) bool) ([
 
 // ProcessGone reports whether pid has exited (absent, or a zombie awaiting
 // a reaper).
-func ProcessGone(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
-}
+func ProcessGone(pid int) bool { return procenv.Gone(pid) }
 
 // RunWithFakeAgent builds the fake agent into a temp dir, stores its path
 // in *bin, runs the package's tests and exits: the body of a TestMain.
