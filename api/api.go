@@ -76,6 +76,7 @@ func New(d Deps) *Server {
 	s.registerPlugins()
 	s.registerClusters()
 	s.registerPolicies()
+	s.registerRuns()
 	return s
 }
 

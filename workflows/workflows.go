@@ -13,11 +13,13 @@ import (
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/provision"
+	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows/cluster"
 	"github.com/trainyard/trainyard/workflows/healthcheck"
 	"github.com/trainyard/trainyard/workflows/job"
 	"github.com/trainyard/trainyard/workflows/pluginrun"
+	"github.com/trainyard/trainyard/workflows/train"
 )
 
 // ControlTaskQueue is where the control-plane worker polls.
@@ -44,10 +46,15 @@ func Register(w worker.Registry, d Deps) {
 	w.RegisterActivity(&cluster.Activities{Provisioners: d.Provisioners, Launch: d.Launch})
 	w.RegisterWorkflowWithOptions(job.Workflow, workflow.RegisterOptions{Name: job.Name})
 	w.RegisterActivity(&job.Activities{Client: d.Client})
+	w.RegisterWorkflowWithOptions(train.Workflow, workflow.RegisterOptions{Name: train.Name})
 }
 
 // RegisterAgent adds what a node agent executes to its worker (polling the
 // node's own task queue, cluster.NodeQueue); job processes start in dir.
-func RegisterAgent(w worker.Registry, dir string) {
+// runner trains runs placed on the node; nil when the agent has no S3.
+func RegisterAgent(w worker.Registry, dir string, runner *training.Runner) {
 	w.RegisterActivity(&job.AgentActivities{Dir: dir})
+	if runner != nil {
+		w.RegisterActivity(&train.AgentActivities{Runner: runner})
+	}
 }

@@ -13,7 +13,11 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/trainyard/trainyard/internal/agent/detect"
+	"github.com/trainyard/trainyard/internal/checkpoint"
+	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/temporalx"
+	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/workflows"
 	"github.com/trainyard/trainyard/workflows/cluster"
 )
@@ -26,6 +30,8 @@ type agentOptions struct {
 	heartbeat time.Duration
 	metrics   string
 	temporal  temporalx.Options
+	s3        objstore.Config
+	wasmDir   string
 }
 
 func newAgentCmd(g *globals) *cobra.Command {
@@ -47,6 +53,8 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.DurationVar(&o.heartbeat, "heartbeat-interval", 5*time.Second, "how often to report to the cluster")
 	f.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
 	addTemporalFlags(f, &o.temporal)
+	addS3Flags(f, &o.s3)
+	addPluginFlags(f, &o.wasmDir)
 	return cmd
 }
 
@@ -91,8 +99,16 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 		return err
 	}
 	defer tc.Close()
+	runner, closeRunner, err := newTrainingRunner(ctx, o)
+	if err != nil {
+		return fmt.Errorf("agent %s: %w", o.node, err)
+	}
+	defer closeRunner()
+	if runner == nil {
+		log.Warn("no --s3-endpoint: this agent runs jobs but no training runs")
+	}
 	w := worker.New(tc, cluster.NodeQueue(o.cluster, o.node), worker.Options{Identity: "agent@" + o.node})
-	workflows.RegisterAgent(w, dir)
+	workflows.RegisterAgent(w, dir, runner)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("agent %s: start worker: %w", o.node, err)
 	}
@@ -116,6 +132,24 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 		case <-t.C:
 		}
 	}
+}
+
+// newTrainingRunner opens the bucket and a plugin runtime for training
+// runs; without an S3 endpoint the agent trains nothing (nil runner).
+func newTrainingRunner(ctx context.Context, o *agentOptions) (*training.Runner, func(), error) {
+	if o.s3.Endpoint == "" {
+		return nil, func() {}, nil
+	}
+	store, err := objstore.Open(ctx, o.s3)
+	if err != nil {
+		return nil, nil, err
+	}
+	rt, err := newPluginRuntime(ctx, o.wasmDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &training.Runner{Plugins: rt, Store: pluginstore.New(store), Checkpoints: checkpoint.New(store, checkpoint.Options{})},
+		func() { _ = rt.Close(context.Background()) }, nil
 }
 
 // gpuUtil reads utilization from nvidia-smi; described GPUs report -1.

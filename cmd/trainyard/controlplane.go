@@ -54,6 +54,10 @@ func addS3Flags(fs *pflag.FlagSet, c *objstore.Config) {
 type agentLaunch struct {
 	temporalAddr, namespace string
 	agentsDir               string // local provisioner state
+	// s3 is the bucket agents keep checkpoints in. Keys are passed only
+	// when set (dev's generated ones); elsewhere agents use their own
+	// AWS credentials.
+	s3 objstore.Config
 }
 
 func addAgentFlags(fs *pflag.FlagSet, a *agentLaunch, defaultDir string) {
@@ -82,7 +86,20 @@ func (a agentLaunch) launch(clusterName string, node spec.Node, secret string, h
 		}
 		args = append(args, "--gpus", desc)
 	}
-	return provision.AgentLaunch{Binary: bin, Args: args, Env: map[string]string{"TRAINYARD_JOIN_SECRET": secret}}
+	env := map[string]string{"TRAINYARD_JOIN_SECRET": secret}
+	if a.s3.Endpoint != "" {
+		args = append(args, "--s3-endpoint", a.s3.Endpoint, "--s3-bucket", a.s3.Bucket)
+		if a.s3.Insecure {
+			args = append(args, "--s3-insecure")
+		}
+		if a.s3.Region != "" {
+			args = append(args, "--s3-region", a.s3.Region)
+		}
+		if a.s3.AccessKeyID != "" {
+			env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = a.s3.AccessKeyID, a.s3.SecretAccessKey
+		}
+	}
+	return provision.AgentLaunch{Binary: bin, Args: args, Env: env}
 }
 
 // startWorker runs the control-plane worker.

@@ -145,7 +145,8 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 	}
 	stops = append(stops, func() { _ = rt.Close(context.Background()) })
 
-	w, err := startWorker(tc, store, rt, agentLaunch{temporalAddr: tsrv.Address, namespace: "default", agentsDir: filepath.Join(dir, "agents")})
+	w, err := startWorker(tc, store, rt, agentLaunch{temporalAddr: tsrv.Address, namespace: "default", agentsDir: filepath.Join(dir, "agents"),
+		s3: objstore.Config{Endpoint: s3.Endpoint, Bucket: o.bucket, Insecure: true, AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey}})
 	if err != nil {
 		return err
 	}

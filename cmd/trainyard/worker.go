@@ -46,6 +46,7 @@ func runWorker(ctx context.Context, g *globals, o *workerOptions) error {
 		o.agents.temporalAddr = o.temporal.Address
 	}
 	o.agents.namespace = o.temporal.Namespace
+	o.agents.s3 = o.s3
 	w, err := startWorker(tc, store, rt, o.agents)
 	if err != nil {
 		return err

@@ -180,3 +180,6 @@ const (
 	// maxRollout bounds NumSteps × NumEnvs × widest row (checked in build).
 	maxRollout = 1 << 24
 )
+
+// Validate reports a config the learner would refuse, before any env exists.
+func (c Config) Validate() error { return c.validate() }

@@ -1,0 +1,428 @@
+package training
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/trainyard/trainyard/internal/checkpoint"
+	"github.com/trainyard/trainyard/internal/envs"
+	"github.com/trainyard/trainyard/internal/pluginstore"
+	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/plugins"
+)
+
+// ErrFatal marks failures that retrying elsewhere cannot fix: a broken
+// plugin, a checkpoint made with other plugins, a spec PPO refuses.
+var ErrFatal = errors.New("training cannot continue")
+
+// Files inside every checkpoint.
+const (
+	FileLearner = "learner.ckpt" // ppo.Learner.Save: weights, Adam, normalisation, counters, RNG, env state
+	FileSpec    = "spec.json"    // the run spec and plugin hashes it was made with
+	FileMetrics = "metrics.json" // per-iteration metrics since the previous checkpoint
+)
+
+// Checkpoint labels.
+const (
+	LabelEnv    = "env_sha256"
+	LabelReward = "reward_sha256"
+	LabelAlgo   = "algorithm"
+	// MetricReturn is the retention and "best" metric: the mean return of
+	// the last 100 episodes.
+	MetricReturn = "mean_return"
+)
+
+// minEpisodesForTarget keeps a lucky first episode from ending a run.
+const minEpisodesForTarget = 20
+
+// SegmentInput asks for the next few iterations of a run.
+type SegmentInput struct {
+	RunID        string `json:"run_id"`
+	Spec         Spec   `json:"spec"`
+	EnvPlugin    string `json:"env_plugin"`
+	RewardPlugin string `json:"reward_plugin,omitempty"`
+	// FromCheckpoint is the checkpoint the caller last saw complete (0:
+	// none). A learner kept in memory continues only from exactly that
+	// one; otherwise the run restores from the newest in S3.
+	FromCheckpoint int64 `json:"from_checkpoint"`
+	Iterations     int   `json:"iterations"`
+}
+
+// SegmentResult is what a segment did.
+type SegmentResult struct {
+	// Metrics of every iteration completed since FromCheckpoint, including
+	// ones a lost segment checkpointed but never reported.
+	Metrics    []ppo.Metrics `json:"metrics"`
+	Checkpoint int64         `json:"checkpoint"`
+	Iteration  int64         `json:"iteration"`
+	Timesteps  int64         `json:"timesteps"`
+	// RestoredFrom is the checkpoint the learner was restored from (0: it
+	// continued in memory or started fresh).
+	RestoredFrom int64   `json:"restored_from,omitempty"`
+	MeanReturn   float64 `json:"mean_return"`
+	Episodes     int     `json:"episodes"`
+	// Done: the target return was reached or the iterations are used up;
+	// Eval is then a deterministic evaluation of the final policy.
+	Done bool            `json:"done"`
+	Eval *ppo.EvalResult `json:"eval,omitempty"`
+}
+
+// Runner trains on one node. Between segments it keeps each run's learner
+// and envs in memory, so episodes continue across checkpoints; after a
+// crash or on another node it restores from S3.
+type Runner struct {
+	Plugins     *plugins.Runtime
+	Store       *pluginstore.Store
+	Checkpoints *checkpoint.Store
+	// IdleTTL drops learners whose run has not come back (default 30m).
+	IdleTTL time.Duration
+
+	mu   sync.Mutex
+	live map[string]*session
+}
+
+type session struct {
+	learner *ppo.Learner
+	env     envs.VecEnv
+	mods    []*plugins.Module
+	seq     int64
+	used    time.Time
+}
+
+func (s *session) close() {
+	if c, ok := s.env.(io.Closer); ok {
+		_ = c.Close()
+	}
+	for _, m := range s.mods {
+		_ = m.Close(context.Background())
+	}
+}
+
+// take removes a run's session (and any idle ones) from the cache.
+func (r *Runner) take(run string) *session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ttl := r.IdleTTL
+	if ttl <= 0 {
+		ttl = 30 * time.Minute
+	}
+	for id, s := range r.live {
+		if time.Since(s.used) > ttl {
+			s.close()
+			delete(r.live, id)
+		}
+	}
+	s := r.live[run]
+	delete(r.live, run)
+	return s
+}
+
+func (r *Runner) put(run string, s *session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.live == nil {
+		r.live = map[string]*session{}
+	}
+	s.used = time.Now()
+	r.live[run] = s
+}
+
+// Forget drops a run's in-memory learner (a cancelled run).
+func (r *Runner) Forget(run string) {
+	if s := r.take(run); s != nil {
+		s.close()
+	}
+}
+
+// RunSegment trains up to in.Iterations iterations, then checkpoints.
+// progress is called after every iteration (for heartbeats).
+func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(ppo.Metrics)) (SegmentResult, error) {
+	var res SegmentResult
+	spec := in.Spec.WithDefaults()
+	s := r.take(in.RunID)
+	if s != nil && s.seq != in.FromCheckpoint {
+		s.close() // the caller never saw the checkpoint this state follows
+		s = nil
+	}
+	if s == nil {
+		var err error
+		if s, res, err = r.open(ctx, in, spec); err != nil {
+			return res, err
+		}
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			s.close()
+		}
+	}()
+
+	target := spec.TargetReturn
+	reached := func(m ppo.Metrics) bool {
+		return target != nil && m.RecentEpisodes >= minEpisodesForTarget && m.RecentReturnMean >= *target
+	}
+	var segment []ppo.Metrics
+	for range in.Iterations {
+		it, _ := s.learner.Counters()
+		if it >= int64(spec.Iterations) {
+			break
+		}
+		m, err := s.learner.Iterate(ctx)
+		if err != nil {
+			return res, fmt.Errorf("run %s iteration %d: %w", in.RunID, it+1, classify(err))
+		}
+		segment = append(segment, m)
+		if progress != nil {
+			progress(m)
+		}
+		if reached(m) {
+			break
+		}
+	}
+	res.Metrics = append(res.Metrics, segment...)
+	res.Iteration, res.Timesteps = s.learner.Counters()
+	if n := len(res.Metrics); n > 0 {
+		last := res.Metrics[n-1]
+		res.MeanReturn, res.Episodes = last.RecentReturnMean, last.RecentEpisodes
+		res.Done = reached(last)
+	}
+	res.Done = res.Done || res.Iteration >= int64(spec.Iterations)
+
+	if len(segment) > 0 {
+		seq, err := r.save(ctx, in, spec, s.learner, segment, res.MeanReturn)
+		if err != nil {
+			return res, err
+		}
+		s.seq = seq
+	}
+	res.Checkpoint = s.seq
+	if res.Done {
+		ev, err := r.evaluate(ctx, s, spec)
+		if err != nil {
+			return res, err
+		}
+		res.Eval = &ev
+		return res, nil // ok stays false: the session is closed
+	}
+	ok = true
+	r.put(in.RunID, s)
+	return res, nil
+}
+
+// open builds the envs and a learner: restored from the newest checkpoint
+// when there is one, fresh otherwise.
+func (r *Runner) open(ctx context.Context, in SegmentInput, spec Spec) (*session, SegmentResult, error) {
+	var res SegmentResult
+	s := &session{}
+	fail := func(err error) (*session, SegmentResult, error) {
+		s.close()
+		return nil, res, err
+	}
+	envMod, err := r.load(ctx, in.EnvPlugin)
+	if err != nil {
+		return fail(err)
+	}
+	s.mods = append(s.mods, envMod)
+	// The envs outlive this activity's context (they stay cached); each
+	// call still has the plugin's own deadline.
+	venv, err := envMod.NewVecEnv(context.Background(), spec.NumEnvs(), spec.Seed)
+	if err != nil {
+		return fail(fmt.Errorf("env plugin %s: %w: %w", short(in.EnvPlugin), ErrFatal, err))
+	}
+	s.env = venv
+	if in.RewardPlugin != "" {
+		rm, err := r.load(ctx, in.RewardPlugin)
+		if err != nil {
+			return fail(err)
+		}
+		s.mods = append(s.mods, rm)
+		shaped, err := plugins.Shape(context.Background(), venv, rm)
+		if err != nil {
+			return fail(fmt.Errorf("reward plugin %s: %w: %w", short(in.RewardPlugin), ErrFatal, err))
+		}
+		s.env = shaped
+	}
+
+	m, err := r.Checkpoints.Latest(ctx, in.RunID)
+	switch {
+	case errors.Is(err, checkpoint.ErrNotFound):
+		if in.FromCheckpoint > 0 {
+			return fail(fmt.Errorf("run %s: checkpoint %d was reported but none is in the bucket: %w", in.RunID, in.FromCheckpoint, ErrFatal))
+		}
+		cfg, err := spec.PPOConfig(s.env.Spec().Name)
+		if err != nil {
+			return fail(fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err))
+		}
+		if s.learner, err = ppo.New(s.env, cfg); err != nil {
+			return fail(fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err))
+		}
+		return s, res, nil
+	case err != nil:
+		return fail(fmt.Errorf("run %s: latest checkpoint: %w", in.RunID, err))
+	}
+	if err := checkPlugins(m, in); err != nil {
+		return fail(err)
+	}
+	files, err := r.readFiles(ctx, m, FileLearner, FileMetrics)
+	if err != nil {
+		return fail(err)
+	}
+	if s.learner, err = ppo.Restore(bytes.NewReader(files[FileLearner]), s.env); err != nil {
+		return fail(fmt.Errorf("run %s: restore checkpoint %d: %w: %w", in.RunID, m.Seq, ErrFatal, err))
+	}
+	s.seq, res.RestoredFrom = m.Seq, m.Seq
+	if m.Seq > in.FromCheckpoint {
+		// A segment checkpointed and then was lost before it reported:
+		// its iterations are not lost, hand their metrics on.
+		var lost []ppo.Metrics
+		if err := json.Unmarshal(files[FileMetrics], &lost); err == nil {
+			res.Metrics = lost
+		}
+	}
+	return s, res, nil
+}
+
+// checkPlugins refuses a checkpoint made with other plugin bytes: the
+// weights would silently mean something else.
+func checkPlugins(m checkpoint.Manifest, in SegmentInput) error {
+	if got := m.Meta.Labels[LabelEnv]; got != in.EnvPlugin {
+		return fmt.Errorf("run %s: checkpoint %d was made with env plugin %s, this run uses %s: %w",
+			in.RunID, m.Seq, short(got), short(in.EnvPlugin), ErrFatal)
+	}
+	if got := m.Meta.Labels[LabelReward]; got != in.RewardPlugin {
+		return fmt.Errorf("run %s: checkpoint %d was made with reward plugin %q, this run uses %q: %w",
+			in.RunID, m.Seq, short(got), short(in.RewardPlugin), ErrFatal)
+	}
+	return nil
+}
+
+func (r *Runner) load(ctx context.Context, sha string) (*plugins.Module, error) {
+	wasm, err := r.Store.Module(ctx, sha)
+	if err != nil {
+		if errors.Is(err, pluginstore.ErrNotFound) {
+			return nil, fmt.Errorf("%w: %w", ErrFatal, err)
+		}
+		return nil, err
+	}
+	m, err := r.Plugins.Load(ctx, wasm, plugins.LoadOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w: %w", short(sha), ErrFatal, err)
+	}
+	return m, nil
+}
+
+// readFiles restores the named files of a checkpoint (checksums verified)
+// and returns their bytes; a file the checkpoint lacks is absent.
+func (r *Runner) readFiles(ctx context.Context, m checkpoint.Manifest, names ...string) (map[string][]byte, error) {
+	dir, err := os.MkdirTemp("", "trainyard-restore-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	keep := map[string]bool{}
+	for _, n := range names {
+		keep[n] = true
+	}
+	sub := m
+	sub.Files = nil
+	for _, f := range m.Files {
+		if keep[f.Path] {
+			sub.Files = append(sub.Files, f)
+		}
+	}
+	if err := r.Checkpoints.RestoreManifest(ctx, sub, dir); err != nil {
+		if errors.Is(err, checkpoint.ErrChecksum) || errors.Is(err, checkpoint.ErrMissingChunk) {
+			return nil, fmt.Errorf("%w: %w", ErrFatal, err)
+		}
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for _, f := range sub.Files {
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f.Path)))
+		if err != nil {
+			return nil, err
+		}
+		out[f.Path] = b
+	}
+	if _, ok := out[FileLearner]; !ok && keep[FileLearner] {
+		return nil, fmt.Errorf("run %s checkpoint %d has no %s: %w", m.Run, m.Seq, FileLearner, ErrFatal)
+	}
+	return out, nil
+}
+
+// save writes the learner's whole state, the spec and the segment's
+// metrics as one checkpoint (manifest last), then applies retention.
+func (r *Runner) save(ctx context.Context, in SegmentInput, spec Spec, l *ppo.Learner, segment []ppo.Metrics, meanReturn float64) (int64, error) {
+	var ckpt bytes.Buffer
+	if err := l.Save(&ckpt); err != nil {
+		return 0, err
+	}
+	specJSON, _ := json.MarshalIndent(struct {
+		Spec         Spec   `json:"spec"`
+		EnvPlugin    string `json:"env_plugin"`
+		RewardPlugin string `json:"reward_plugin,omitempty"`
+	}{spec, in.EnvPlugin, in.RewardPlugin}, "", "  ")
+	if segment == nil {
+		segment = []ppo.Metrics{}
+	}
+	metricsJSON, _ := json.Marshal(segment)
+	it, ts := l.Counters()
+	m, _, err := r.Checkpoints.Save(ctx, in.RunID, map[string]io.Reader{
+		FileLearner: &ckpt, FileSpec: bytes.NewReader(specJSON), FileMetrics: bytes.NewReader(metricsJSON),
+	}, checkpoint.Meta{
+		Iteration: it,
+		Metrics:   map[string]float64{MetricReturn: meanReturn, "timesteps": float64(ts)},
+		Labels:    map[string]string{LabelEnv: in.EnvPlugin, LabelReward: in.RewardPlugin, LabelAlgo: spec.Algorithm},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("run %s: checkpoint at iteration %d: %w", in.RunID, it, err)
+	}
+	if _, err := r.Checkpoints.Prune(ctx, in.RunID, checkpoint.Retention{
+		KeepLast: spec.KeepCheckpoints, KeepBestBy: MetricReturn, HigherIsBetter: true,
+	}); err != nil {
+		return 0, fmt.Errorf("run %s: retention: %w", in.RunID, err)
+	}
+	return m.Seq, nil
+}
+
+// evaluate runs the final policy deterministically on fresh envs.
+func (r *Runner) evaluate(ctx context.Context, s *session, spec Spec) (ppo.EvalResult, error) {
+	venv, err := s.mods[0].NewVecEnv(ctx, min(spec.NumEnvs(), 10), spec.Seed^0xE7A1)
+	if err != nil {
+		return ppo.EvalResult{}, fmt.Errorf("evaluate: %w", err)
+	}
+	defer venv.Close()
+	var env envs.VecEnv = venv
+	if len(s.mods) > 1 {
+		if env, err = plugins.Shape(ctx, venv, s.mods[1]); err != nil {
+			return ppo.EvalResult{}, fmt.Errorf("evaluate: %w", err)
+		}
+	}
+	return s.learner.Evaluate(ctx, env, spec.Seed^0xE7A1, 10)
+}
+
+// classify marks plugin failures (trap, timeout, out of memory) fatal:
+// the same plugin would fail the same way on any node.
+func classify(err error) error {
+	for _, e := range []error{plugins.ErrTrap, plugins.ErrTimeout, plugins.ErrOutOfMemory, plugins.ErrGuestFault, plugins.ErrProtocol, plugins.ErrInvalidPlugin} {
+		if errors.Is(err, e) {
+			return fmt.Errorf("%w: %w", ErrFatal, err)
+		}
+	}
+	return err
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

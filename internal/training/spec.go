@@ -1,0 +1,194 @@
+// Package training runs the built-in learner on a node: a run spec (what
+// users submit), its mapping onto PPO's hyper-parameters, and the segment
+// runner that restores a run from its latest checkpoint in S3, trains a
+// few iterations on a WASM env and checkpoints again. Temporal glue lives
+// in workflows/train; this package has no workflow code.
+package training
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/internal/workspec"
+)
+
+// AlgorithmPPO is the built-in learner.
+const AlgorithmPPO = "ppo"
+
+// Spec is one training run as submitted. The seed-000 knobs map onto
+// Workers (RAY_WORKERS), EnvsPerWorker (ENVS_PER_WORKER), EpisodeLength
+// (EPISODE_LENGTH: env steps per instance per iteration) and BatchSize
+// (BATCH_SIZE: the minibatch size).
+type Spec struct {
+	Name    string `json:"name,omitempty" doc:"A label for people; the run id is generated."`
+	Cluster string `json:"cluster" doc:"Cluster whose nodes run it."`
+	Env     string `json:"env" doc:"Env plugin: sha256, name@version or name."`
+	Reward  string `json:"reward,omitempty" doc:"Optional reward-shaping plugin applied on top of the env's reward."`
+	// Algorithm is "ppo" (the built-in learner).
+	Algorithm     string `json:"algorithm,omitempty" enum:"ppo" doc:"Learning algorithm (default ppo)."`
+	Workers       int    `json:"workers,omitempty" minimum:"0" maximum:"64" doc:"Worker threads on the trainer node (RAY_WORKERS); default 1."`
+	EnvsPerWorker int    `json:"envs_per_worker,omitempty" minimum:"0" maximum:"4096" doc:"Env instances per worker (ENVS_PER_WORKER); default 8."`
+	EpisodeLength int    `json:"episode_length,omitempty" minimum:"0" doc:"Env steps per instance per iteration (EPISODE_LENGTH); default from the env's tuned config."`
+	BatchSize     int    `json:"batch_size,omitempty" minimum:"0" doc:"Minibatch size (BATCH_SIZE); default from the env's tuned config."`
+	// Hyperparameters override ppo.Config fields by their JSON names
+	// (learning_rate, gamma, gae_lambda, epochs, hidden, ...).
+	Hyperparameters map[string]any `json:"hyperparameters,omitempty" doc:"Overrides of PPO hyper-parameters by name (learning_rate, gamma, gae_lambda, epochs, clip_coef, entropy_coef, hidden, normalize_obs, ...)."`
+	Iterations      int            `json:"iterations,omitempty" minimum:"0" doc:"Stop after this many iterations (default 500)."`
+	TargetReturn    *float64       `json:"target_return,omitempty" doc:"Stop as soon as the mean return of the last 100 episodes reaches this."`
+	CheckpointEvery int            `json:"checkpoint_every,omitempty" minimum:"0" doc:"Iterations between checkpoints (default 10)."`
+	KeepCheckpoints int            `json:"keep_checkpoints,omitempty" minimum:"0" doc:"Checkpoints kept besides the best one (default 3)."`
+	Seed            uint64         `json:"seed,omitempty" doc:"Seeds weights, envs and sampling; a run is reproducible given it."`
+	CPUs            float64        `json:"cpus,omitempty" minimum:"0" doc:"CPUs the trainer reserves (default: workers)."`
+	MemoryMB        int64          `json:"memory_mb,omitempty" minimum:"0" doc:"Memory the trainer reserves (default 512)."`
+	Priority        int            `json:"priority,omitempty"`
+}
+
+// FieldError names the offending field of a spec.
+type FieldError struct {
+	Field, Reason string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+
+// WithDefaults fills unset knobs.
+func (s Spec) WithDefaults() Spec {
+	if s.Algorithm == "" {
+		s.Algorithm = AlgorithmPPO
+	}
+	if s.Workers == 0 {
+		s.Workers = 1
+	}
+	if s.EnvsPerWorker == 0 {
+		s.EnvsPerWorker = 8
+	}
+	if s.Iterations == 0 {
+		s.Iterations = 500
+	}
+	if s.CheckpointEvery == 0 {
+		s.CheckpointEvery = 10
+	}
+	if s.KeepCheckpoints == 0 {
+		s.KeepCheckpoints = 3
+	}
+	if s.CPUs == 0 {
+		s.CPUs = float64(s.Workers)
+	}
+	if s.MemoryMB == 0 {
+		s.MemoryMB = 512
+	}
+	return s
+}
+
+// Validate checks what can be checked without the env plugin; every
+// problem is a *FieldError, joined.
+func (s Spec) Validate() error {
+	var errs []error
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, &FieldError{Field: field, Reason: fmt.Sprintf(format, a...)})
+	}
+	if s.Cluster == "" {
+		bad("cluster", "required")
+	}
+	if s.Env == "" {
+		bad("env", "required: an env plugin's sha256, name@version or name")
+	}
+	if s.Algorithm != AlgorithmPPO {
+		bad("algorithm", "%q is not supported (only %q)", s.Algorithm, AlgorithmPPO)
+	}
+	if s.Workers < 1 || s.Workers > 64 {
+		bad("workers", "must be 1..64, got %d", s.Workers)
+	}
+	if s.EnvsPerWorker < 1 || s.EnvsPerWorker > 4096 {
+		bad("envs_per_worker", "must be 1..4096, got %d", s.EnvsPerWorker)
+	}
+	if s.EpisodeLength < 0 || s.BatchSize < 0 || s.Iterations < 1 || s.CheckpointEvery < 1 || s.KeepCheckpoints < 1 {
+		bad("iterations", "episode_length and batch_size must be ≥ 0; iterations, checkpoint_every and keep_checkpoints ≥ 1")
+	}
+	if s.TargetReturn != nil && (math.IsNaN(*s.TargetReturn) || math.IsInf(*s.TargetReturn, 0)) {
+		bad("target_return", "must be finite")
+	}
+	if s.CPUs <= 0 || s.MemoryMB <= 0 {
+		bad("cpus", "cpus and memory_mb must be positive")
+	}
+	if _, err := s.PPOConfig(""); err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			errs = append(errs, fe)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// PPOConfig is the learner's configuration: the tuned defaults for envName
+// (ppo.ConfigFor), then the seed-000 knobs, then Hyperparameters.
+func (s Spec) PPOConfig(envName string) (ppo.Config, error) {
+	c := ppo.ConfigFor(envName)
+	c.Seed = s.Seed
+	c.Workers = s.Workers
+	if s.EpisodeLength > 0 {
+		c.NumSteps = s.EpisodeLength
+	}
+	if s.BatchSize > 0 {
+		c.MinibatchSize = s.BatchSize
+	}
+	if len(s.Hyperparameters) > 0 {
+		base, err := json.Marshal(c)
+		if err != nil {
+			return c, err
+		}
+		var merged map[string]any
+		if err := json.Unmarshal(base, &merged); err != nil {
+			return c, err
+		}
+		for k, v := range s.Hyperparameters {
+			if k == "seed" || k == "workers" {
+				return c, &FieldError{Field: "hyperparameters." + k, Reason: "set it as the run's own field"}
+			}
+			if _, ok := merged[k]; !ok {
+				return c, &FieldError{Field: "hyperparameters." + k, Reason: "unknown hyper-parameter (known: " + strings.Join(keys(merged), ", ") + ")"}
+			}
+			merged[k] = v
+		}
+		b, _ := json.Marshal(merged)
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		var out ppo.Config
+		if err := dec.Decode(&out); err != nil {
+			return c, &FieldError{Field: "hyperparameters", Reason: err.Error()}
+		}
+		c = out
+	}
+	if err := c.Validate(); err != nil {
+		return c, &FieldError{Field: "hyperparameters", Reason: err.Error()}
+	}
+	return c, nil
+}
+
+// NumEnvs is the number of env instances the trainer steps.
+func (s Spec) NumEnvs() int { return s.Workers * s.EnvsPerWorker }
+
+// WorkSpec is what admission and placement see: one trainer that runs its
+// rollout workers in-process, so the rollout role needs no GPU.
+func (s Spec) WorkSpec(id string) workspec.Spec {
+	return workspec.Spec{
+		Name: id, Kind: workspec.KindTraining, Priority: s.Priority,
+		Roles: []workspec.Role{{Name: workspec.RoleTrainer, Count: 1, CPUs: s.CPUs, MemoryMB: s.MemoryMB}},
+	}
+}
+
+func keys(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		if k != "seed" && k != "workers" {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,270 @@
+// Package train is the training-run workflow: it holds one allocation on
+// a cluster node and runs the built-in learner there in segments of
+// checkpoint_every iterations, each ending in a checkpoint in S3. A node
+// that dies (or an agent killed mid-segment) costs at most the segment in
+// flight: the run is placed again and continues from its latest
+// checkpoint. Pause and resume are signals, cancel is workflow
+// cancellation, progress is a query.
+package train
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/internal/training"
+	"github.com/trainyard/trainyard/workflows/cluster"
+	"github.com/trainyard/trainyard/workflows/job"
+)
+
+// Name is the workflow type.
+const Name = "Train"
+
+// Query and signal names.
+const (
+	QueryProgress = "progress"
+	SignalControl = "control"
+)
+
+// ErrTrainingFailed is the error type of a run that cannot continue.
+const ErrTrainingFailed = "TrainingFailed"
+
+// maxHistory bounds the per-iteration metrics the workflow keeps (and the
+// query returns); every iteration's metrics are also in its checkpoint.
+const maxHistory = 2000
+
+// Input is one run, its plugins resolved to content hashes.
+type Input struct {
+	RunID        string        `json:"run_id"`
+	Spec         training.Spec `json:"spec"`
+	EnvPlugin    string        `json:"env_plugin"`
+	RewardPlugin string        `json:"reward_plugin,omitempty"`
+	// MaxFailures bounds how often a segment may be lost (node death,
+	// S3 outage) before the run fails (default 20).
+	MaxFailures int `json:"max_failures,omitempty"`
+	// InfeasibleGrace: how long a run no node can take waits for the
+	// cluster to change before it fails (default 5m).
+	InfeasibleGrace time.Duration `json:"infeasible_grace,omitempty"`
+}
+
+// Control is the payload of SignalControl.
+type Control struct {
+	Action string `json:"action" enum:"pause,resume"`
+}
+
+// Restore records a resume from a checkpoint.
+type Restore struct {
+	Checkpoint int64  `json:"checkpoint"`
+	Iteration  int64  `json:"iteration"`
+	Node       string `json:"node"`
+}
+
+// Progress is the run's live state and, once it ends, its result.
+type Progress struct {
+	State      string `json:"state" enum:"waiting,running,paused,succeeded,failed,cancelled"`
+	Reason     string `json:"reason,omitempty" doc:"Why it waits, or why it failed."`
+	Node       string `json:"node,omitempty"`
+	Placements int    `json:"placements"`
+	Failures   int    `json:"failures" doc:"Segments lost to node deaths or outages, each redone from the latest checkpoint."`
+	Iteration  int64  `json:"iteration"`
+	Timesteps  int64  `json:"timesteps"`
+	Checkpoint int64  `json:"checkpoint" doc:"Sequence number of the latest checkpoint (0: none yet)."`
+	// MeanReturn is the mean return of the last 100 episodes.
+	MeanReturn float64         `json:"mean_return"`
+	BestReturn float64         `json:"best_return"`
+	Restores   []Restore       `json:"restores,omitempty"`
+	Metrics    []ppo.Metrics   `json:"metrics" doc:"Per-iteration metrics, oldest first."`
+	Eval       *ppo.EvalResult `json:"eval,omitempty" doc:"Deterministic evaluation of the final policy."`
+}
+
+func (p *Progress) apply(seg training.SegmentResult) {
+	var last int64
+	if n := len(p.Metrics); n > 0 {
+		last = p.Metrics[n-1].Iteration
+	}
+	for _, m := range seg.Metrics {
+		if m.Iteration > last { // a restore may hand back iterations already seen
+			p.Metrics = append(p.Metrics, m)
+			last = m.Iteration
+		}
+	}
+	if n := len(p.Metrics); n > maxHistory {
+		p.Metrics = append([]ppo.Metrics(nil), p.Metrics[n-maxHistory:]...)
+	}
+	p.Iteration, p.Timesteps, p.Checkpoint = seg.Iteration, seg.Timesteps, seg.Checkpoint
+	p.MeanReturn = seg.MeanReturn
+	if seg.Episodes > 0 && (p.BestReturn == 0 || seg.MeanReturn > p.BestReturn) {
+		p.BestReturn = seg.MeanReturn
+	}
+	if seg.RestoredFrom > 0 {
+		p.Restores = append(p.Restores, Restore{Checkpoint: seg.RestoredFrom, Iteration: seg.Iteration - int64(len(seg.Metrics)), Node: p.Node})
+	}
+}
+
+// Workflow trains the run to its target or iteration budget.
+func Workflow(ctx workflow.Context, in Input) (Progress, error) {
+	spec := in.Spec.WithDefaults()
+	if in.MaxFailures <= 0 {
+		in.MaxFailures = 20
+	}
+	if in.InfeasibleGrace <= 0 {
+		in.InfeasibleGrace = 5 * time.Minute
+	}
+	p := &Progress{State: "waiting", Metrics: []ppo.Metrics{}}
+	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (Progress, error) { return *p, nil }); err != nil {
+		return *p, err
+	}
+	paused := false
+	signals := workflow.GetSignalChannel(ctx, SignalControl)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var c Control
+			if !signals.Receive(ctx, &c) {
+				return
+			}
+			switch c.Action {
+			case "pause":
+				paused = true
+			case "resume":
+				paused = false
+			}
+		}
+	})
+
+	var alloc *cluster.Allocation
+	release := func() {
+		if alloc == nil {
+			return
+		}
+		// Disconnected: a cancelled run still gives its node back.
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
+		_ = workflow.SignalExternalWorkflow(dctx, cluster.WorkflowID(spec.Cluster), "", cluster.SignalRelease, cluster.Release{JobID: in.RunID}).Get(dctx, nil)
+		alloc, p.Node = nil, ""
+	}
+	end := func(state string, err error) (Progress, error) {
+		release()
+		p.State = state
+		if temporal.IsCanceledError(err) {
+			p.State = "cancelled"
+		}
+		return *p, err
+	}
+
+	for {
+		if paused {
+			release()
+			p.State, p.Reason = "paused", "paused by a user; resume to continue from checkpoint "+fmt.Sprint(p.Checkpoint)
+			if err := workflow.Await(ctx, func() bool { return !paused }); err != nil {
+				return end("cancelled", err)
+			}
+			p.Reason = ""
+		}
+		if alloc == nil {
+			a, err := allocate(ctx, in, spec, p)
+			if err != nil {
+				return end("failed", err)
+			}
+			alloc = &a
+			p.Placements++
+			p.Node, p.Reason = a.Node, ""
+		}
+		p.State = "running"
+		segCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:              alloc.Queue,
+			ScheduleToStartTimeout: 30 * time.Second,
+			StartToCloseTimeout:    6 * time.Hour,
+			HeartbeatTimeout:       20 * time.Second,
+			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+		})
+		var seg training.SegmentResult
+		err := workflow.ExecuteActivity(segCtx, (*AgentActivities).RunSegment, training.SegmentInput{
+			RunID: in.RunID, Spec: spec, EnvPlugin: in.EnvPlugin, RewardPlugin: in.RewardPlugin,
+			FromCheckpoint: p.Checkpoint, Iterations: spec.CheckpointEvery,
+		}).Get(ctx, &seg)
+		if err != nil {
+			if ctx.Err() != nil {
+				return end("cancelled", ctx.Err())
+			}
+			var app *temporal.ApplicationError
+			if errors.As(err, &app) && app.Type() == ErrTrainingFailed {
+				p.Reason = app.Message()
+				return end("failed", temporal.NewNonRetryableApplicationError(app.Message(), ErrTrainingFailed, nil))
+			}
+			// The node, its agent or S3 went away mid-segment: give the
+			// node back and continue from the latest checkpoint.
+			p.Failures++
+			p.Reason = "segment on node " + alloc.Node + " lost: " + reason(err) + "; resuming from checkpoint " + fmt.Sprint(p.Checkpoint)
+			release()
+			p.State = "waiting"
+			if p.Failures >= in.MaxFailures {
+				return end("failed", temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("run lost %d segments, the last: %s", p.Failures, p.Reason), ErrTrainingFailed, nil))
+			}
+			if err := workflow.Sleep(ctx, 2*time.Second); err != nil {
+				return end("cancelled", err)
+			}
+			continue
+		}
+		p.apply(seg)
+		if seg.Done {
+			p.Eval = seg.Eval
+			p.Reason = ""
+			return end("succeeded", nil)
+		}
+	}
+}
+
+// allocate asks the cluster for the trainer's slot until it gets one;
+// the reason it waits is always visible, and a run no node could ever
+// take fails after the grace period.
+func allocate(ctx workflow.Context, in Input, spec training.Spec, p *Progress) (cluster.Allocation, error) {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	var infeasibleSince time.Time
+	for {
+		var a cluster.Allocation
+		err := workflow.ExecuteActivity(actx, (*job.Activities).Allocate, job.AllocateInput{Cluster: spec.Cluster, Request: cluster.AllocateRequest{
+			JobID: in.RunID, CPUs: spec.CPUs, MemoryMB: spec.MemoryMB,
+		}}).Get(ctx, &a)
+		if err == nil {
+			return a, nil
+		}
+		if ctx.Err() != nil {
+			return a, ctx.Err()
+		}
+		p.State, p.Reason = "waiting", reason(err)
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.Type() == cluster.ErrInfeasible {
+			if infeasibleSince.IsZero() {
+				infeasibleSince = workflow.Now(ctx)
+			}
+			if workflow.Now(ctx).Sub(infeasibleSince) >= in.InfeasibleGrace {
+				return a, temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("no node of cluster %s can ever run this training run (waited %v): %s", spec.Cluster, in.InfeasibleGrace, app.Message()), cluster.ErrInfeasible, nil)
+			}
+		} else {
+			infeasibleSince = time.Time{}
+		}
+		if err := workflow.Sleep(ctx, 2*time.Second); err != nil {
+			return a, err
+		}
+	}
+}
+
+func reason(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	var te *temporal.TimeoutError
+	if errors.As(err, &te) {
+		return "timed out (" + te.TimeoutType().String() + ")"
+	}
+	return err.Error()
+}
