@@ -46,8 +46,8 @@ type RunSummary struct {
 // Run is one training run in full.
 type Run struct {
 	RunSummary
-	Spec     training.Spec `json:"spec"`
-	Progress train.Progress `json:"progress"`
+	Spec     training.Spec     `json:"spec"`
+	Progress train.RunProgress `json:"progress"`
 	// Live is the latest iteration of the segment in flight, newer than
 	// Progress.Metrics (which grow a segment at a time).
 	Live  *ppo.Metrics `json:"live,omitempty"`
@@ -238,7 +238,7 @@ func (s *Server) registerRuns() {
 			if !strings.HasPrefix(in.ID, runPrefix) {
 				return nil, huma.Error404NotFound("run " + in.ID + ": not found")
 			}
-			if err := s.d.Temporal.SignalWorkflow(ctx, in.ID, "", train.SignalControl, train.Control{Action: c.verb}); err != nil {
+			if err := s.d.Temporal.SignalWorkflow(ctx, in.ID, "", train.SignalControl, train.RunControl{Action: c.verb}); err != nil {
 				return nil, temporalErr("run "+in.ID, err)
 			}
 			r, err := s.getRun(ctx, in.ID)
@@ -320,7 +320,9 @@ func (s *Server) registerRuns() {
 		})
 }
 
-func (s *Server) checkpoints() *checkpoint.Store { return checkpoint.New(s.d.Store, checkpoint.Options{}) }
+func (s *Server) checkpoints() *checkpoint.Store {
+	return checkpoint.New(s.d.Store, checkpoint.Options{})
+}
 
 // getRun merges the workflow's state with the segment in flight.
 func (s *Server) getRun(ctx context.Context, id string) (Run, error) {

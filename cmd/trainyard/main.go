@@ -56,7 +56,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.configFile, "config", "", "YAML config file (keys are flag names); env TRAINYARD_CONFIG")
 	pf.StringVar(&g.logLevel, "log-level", "info", "debug, info, warn or error")
 	pf.StringVar(&g.logFormat, "log-format", "text", "text or json")
-	root.AddCommand(newDevCmd(g), newServerCmd(g), newWorkerCmd(g), newOpenAPICmd(), newTokenCmd(), newPluginCmd(), newAgentCmd(g), newClusterCmd(), newJobCmd(), newPolicyCmd())
+	root.AddCommand(newDevCmd(g), newServerCmd(g), newWorkerCmd(g), newOpenAPICmd(), newTokenCmd(), newPluginCmd(), newAgentCmd(g), newClusterCmd(), newJobCmd(), newPolicyCmd(), newRunCmd())
 	return root
 }
 

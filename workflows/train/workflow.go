@@ -51,20 +51,20 @@ type Input struct {
 	InfeasibleGrace time.Duration `json:"infeasible_grace,omitempty"`
 }
 
-// Control is the payload of SignalControl.
-type Control struct {
+// RunControl is the payload of SignalControl.
+type RunControl struct {
 	Action string `json:"action" enum:"pause,resume"`
 }
 
-// Restore records a resume from a checkpoint.
-type Restore struct {
+// RunRestore records a resume from a checkpoint.
+type RunRestore struct {
 	Checkpoint int64  `json:"checkpoint"`
 	Iteration  int64  `json:"iteration"`
 	Node       string `json:"node"`
 }
 
-// Progress is the run's live state and, once it ends, its result.
-type Progress struct {
+// RunProgress is the run's live state and, once it ends, its result.
+type RunProgress struct {
 	State      string `json:"state" enum:"waiting,running,paused,succeeded,failed,cancelled"`
 	Reason     string `json:"reason,omitempty" doc:"Why it waits, or why it failed."`
 	Node       string `json:"node,omitempty"`
@@ -76,12 +76,12 @@ type Progress struct {
 	// MeanReturn is the mean return of the last 100 episodes.
 	MeanReturn float64         `json:"mean_return"`
 	BestReturn float64         `json:"best_return"`
-	Restores   []Restore       `json:"restores,omitempty"`
+	Restores   []RunRestore    `json:"restores,omitempty"`
 	Metrics    []ppo.Metrics   `json:"metrics" doc:"Per-iteration metrics, oldest first."`
 	Eval       *ppo.EvalResult `json:"eval,omitempty" doc:"Deterministic evaluation of the final policy."`
 }
 
-func (p *Progress) apply(seg training.SegmentResult) {
+func (p *RunProgress) apply(seg training.SegmentResult) {
 	var last int64
 	if n := len(p.Metrics); n > 0 {
 		last = p.Metrics[n-1].Iteration
@@ -101,12 +101,12 @@ func (p *Progress) apply(seg training.SegmentResult) {
 		p.BestReturn = seg.MeanReturn
 	}
 	if seg.RestoredFrom > 0 {
-		p.Restores = append(p.Restores, Restore{Checkpoint: seg.RestoredFrom, Iteration: seg.Iteration - int64(len(seg.Metrics)), Node: p.Node})
+		p.Restores = append(p.Restores, RunRestore{Checkpoint: seg.RestoredFrom, Iteration: seg.Iteration - int64(len(seg.Metrics)), Node: p.Node})
 	}
 }
 
 // Workflow trains the run to its target or iteration budget.
-func Workflow(ctx workflow.Context, in Input) (Progress, error) {
+func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 	spec := in.Spec.WithDefaults()
 	if in.MaxFailures <= 0 {
 		in.MaxFailures = 20
@@ -114,15 +114,15 @@ func Workflow(ctx workflow.Context, in Input) (Progress, error) {
 	if in.InfeasibleGrace <= 0 {
 		in.InfeasibleGrace = 5 * time.Minute
 	}
-	p := &Progress{State: "waiting", Metrics: []ppo.Metrics{}}
-	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (Progress, error) { return *p, nil }); err != nil {
+	p := &RunProgress{State: "waiting", Metrics: []ppo.Metrics{}}
+	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (RunProgress, error) { return *p, nil }); err != nil {
 		return *p, err
 	}
 	paused := false
 	signals := workflow.GetSignalChannel(ctx, SignalControl)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
-			var c Control
+			var c RunControl
 			if !signals.Receive(ctx, &c) {
 				return
 			}
@@ -145,7 +145,7 @@ func Workflow(ctx workflow.Context, in Input) (Progress, error) {
 		_ = workflow.SignalExternalWorkflow(dctx, cluster.WorkflowID(spec.Cluster), "", cluster.SignalRelease, cluster.Release{JobID: in.RunID}).Get(dctx, nil)
 		alloc, p.Node = nil, ""
 	}
-	end := func(state string, err error) (Progress, error) {
+	end := func(state string, err error) (RunProgress, error) {
 		release()
 		p.State = state
 		if temporal.IsCanceledError(err) {
@@ -221,7 +221,7 @@ func Workflow(ctx workflow.Context, in Input) (Progress, error) {
 // allocate asks the cluster for the trainer's slot until it gets one;
 // the reason it waits is always visible, and a run no node could ever
 // take fails after the grace period.
-func allocate(ctx workflow.Context, in Input, spec training.Spec, p *Progress) (cluster.Allocation, error) {
+func allocate(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress) (cluster.Allocation, error) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},

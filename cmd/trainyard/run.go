@@ -1,0 +1,428 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/trainyard/trainyard/api"
+	"github.com/trainyard/trainyard/internal/apiclient"
+	"github.com/trainyard/trainyard/internal/training"
+)
+
+func newRunCmd() *cobra.Command {
+	cf := &clientFlags{}
+	cmd := &cobra.Command{Use: "run", Short: "Training runs: train, ls, show, logs, pause, resume, cancel, checkpoints, download"}
+	addClientFlags(cmd, cf)
+
+	var spec training.Spec
+	var target float64
+	var hyper []string
+	var detach bool
+	trainCmd := &cobra.Command{
+		Use:   "train --cluster NAME --env PLUGIN [flags]",
+		Short: "Submit a training run and follow it with a live progress line (--detach to only submit)",
+		Long: "train submits a run of the built-in PPO learner. --env (and --reward) take an uploaded plugin's\n" +
+			"sha256, name@version or name, or a local .wasm file, which is uploaded first. The seed-000 knobs\n" +
+			"are --workers, --envs-per-worker, --episode-length and --batch-size; other PPO hyper-parameters\n" +
+			"go through --set name=value (learning_rate, gamma, gae_lambda, epochs, hidden=64,64, ...).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if spec.Env, err = pluginRef(ctx, c, spec.Env); err != nil {
+				return err
+			}
+			if spec.Reward, err = pluginRef(ctx, c, spec.Reward); err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("target-return") {
+				spec.TargetReturn = &target
+			}
+			if spec.Hyperparameters, err = parseSets(hyper); err != nil {
+				return err
+			}
+			var ref struct {
+				ID string `json:"id"`
+			}
+			if err := c.JSON(ctx, http.MethodPost, "/v1/runs", spec, &ref); err != nil {
+				return err
+			}
+			if detach || cf.output != "table" {
+				fmt.Fprintln(os.Stdout, ref.ID)
+				return nil
+			}
+			fmt.Fprintf(os.Stderr, "run %s submitted; Ctrl-C stops following (the run goes on; `trainyard run cancel %s` stops it)\n", ref.ID, ref.ID)
+			return followRun(ctx, c, ref.ID, os.Stdout)
+		},
+	}
+	f := trainCmd.Flags()
+	f.StringVar(&spec.Cluster, "cluster", "", "cluster to train on (required)")
+	f.StringVar(&spec.Env, "env", "", "env plugin: sha256, name@version, name or a .wasm file (required)")
+	f.StringVar(&spec.Reward, "reward", "", "reward-shaping plugin (optional)")
+	f.StringVar(&spec.Name, "name", "", "a label for the run")
+	f.IntVar(&spec.Workers, "workers", 0, "worker threads on the trainer (RAY_WORKERS; default 1)")
+	f.IntVar(&spec.EnvsPerWorker, "envs-per-worker", 0, "env instances per worker (ENVS_PER_WORKER; default 8)")
+	f.IntVar(&spec.EpisodeLength, "episode-length", 0, "env steps per instance per iteration (EPISODE_LENGTH)")
+	f.IntVar(&spec.BatchSize, "batch-size", 0, "minibatch size (BATCH_SIZE)")
+	f.IntVar(&spec.Iterations, "iterations", 0, "stop after this many iterations (default 500)")
+	f.Float64Var(&target, "target-return", 0, "stop once the mean return of the last 100 episodes reaches this")
+	f.IntVar(&spec.CheckpointEvery, "checkpoint-every", 0, "iterations between checkpoints (default 10)")
+	f.IntVar(&spec.KeepCheckpoints, "keep-checkpoints", 0, "checkpoints kept besides the best (default 3)")
+	f.Uint64Var(&spec.Seed, "seed", 0, "seed for weights, envs and sampling")
+	f.Float64Var(&spec.CPUs, "cpus", 0, "CPUs the trainer reserves (default: workers)")
+	f.Int64Var(&spec.MemoryMB, "memory-mb", 0, "memory the trainer reserves (default 512)")
+	f.StringArrayVar(&hyper, "set", nil, "PPO hyper-parameter name=value (repeatable)")
+	f.BoolVar(&detach, "detach", false, "print the run id and return at once")
+	_ = trainCmd.MarkFlagRequired("cluster")
+	_ = trainCmd.MarkFlagRequired("env")
+
+	ls := &cobra.Command{
+		Use: "ls", Short: "List training runs", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Runs []api.RunSummary `json:"runs"`
+			}
+			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/runs", nil, &out); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, out, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "ID\tNAME\tCLUSTER\tENV\tSTATUS\tSTARTED")
+				for _, r := range out.Runs {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Name, r.Cluster, r.Env, r.Status, r.StartTime.Local().Format(time.DateTime))
+				}
+			})
+		},
+	}
+
+	show := &cobra.Command{
+		Use: "show ID", Short: "A run's state, node, latest metrics, checkpoints and why it waits", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			r, err := getRun(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, r, func(w *tabwriter.Writer) { runTable(w, r) })
+		},
+	}
+
+	logs := &cobra.Command{
+		Use: "logs ID", Short: "A run's log: one line per iteration and event (-f follows)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			follow, _ := cmd.Flags().GetBool("follow")
+			seen := 0
+			for {
+				var out struct {
+					Lines []string `json:"lines"`
+				}
+				if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/runs/"+url.PathEscape(args[0])+"/logs", nil, &out); err != nil {
+					return err
+				}
+				// The state line is last and changes: print iteration lines once.
+				body := out.Lines
+				if follow && len(body) > 0 && strings.HasPrefix(body[len(body)-1], "state ") {
+					body = body[:len(body)-1]
+				}
+				for _, l := range body[min(seen, len(body)):] {
+					fmt.Fprintln(os.Stdout, l)
+				}
+				seen = len(body)
+				if !follow {
+					return nil
+				}
+				r, err := getRun(cmd.Context(), c, args[0])
+				if err != nil {
+					return err
+				}
+				if r.Status != "running" {
+					for _, l := range api.RunLogLines(r)[seen:] {
+						fmt.Fprintln(os.Stdout, l)
+					}
+					return nil
+				}
+				select {
+				case <-cmd.Context().Done():
+					return nil
+				case <-time.After(time.Second):
+				}
+			}
+		},
+	}
+	logs.Flags().BoolP("follow", "f", false, "keep printing until the run ends")
+
+	verb := func(name, short string) *cobra.Command {
+		return &cobra.Command{
+			Use: name + " ID", Short: short, Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				c, err := cf.client()
+				if err != nil {
+					return err
+				}
+				var r api.Run
+				if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/runs/"+url.PathEscape(args[0])+"/"+name, nil, &r); err != nil {
+					return err
+				}
+				return cf.print(os.Stdout, r, func(w *tabwriter.Writer) {
+					fmt.Fprintf(w, "%s\t%s requested (state now %s)\n", r.ID, name, r.Progress.State)
+				})
+			},
+		}
+	}
+
+	ckpts := &cobra.Command{
+		Use: "checkpoints ID", Short: "A run's checkpoints in S3", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Checkpoints []api.CheckpointInfo `json:"checkpoints"`
+			}
+			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/runs/"+url.PathEscape(args[0])+"/checkpoints", nil, &out); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, out, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "SEQ\tITERATION\tMEAN RETURN\tSIZE\tCREATED\tMANIFEST")
+				for _, m := range out.Checkpoints {
+					fmt.Fprintf(w, "%d\t%d\t%.2f\t%d\t%s\t%s\n", m.Seq, m.Iteration, m.Metrics[training.MetricReturn], m.SizeBytes, m.Created.Local().Format(time.DateTime), m.Manifest)
+				}
+			})
+		},
+	}
+
+	var outDir string
+	download := &cobra.Command{
+		Use: "download ID SEQ", Short: "Download a checkpoint's files (verified) into a directory", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			seq, err := strconv.ParseInt(args[1], 10, 64)
+			if err != nil || seq < 1 {
+				return fmt.Errorf("checkpoint %q: want a sequence number from `trainyard run checkpoints %s`", args[1], args[0])
+			}
+			var out struct {
+				Checkpoints []api.CheckpointInfo `json:"checkpoints"`
+			}
+			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/runs/"+url.PathEscape(args[0])+"/checkpoints", nil, &out); err != nil {
+				return err
+			}
+			for _, m := range out.Checkpoints {
+				if m.Seq != seq {
+					continue
+				}
+				if err := os.MkdirAll(outDir, 0o755); err != nil {
+					return err
+				}
+				for _, f := range m.Files {
+					var b []byte
+					p := fmt.Sprintf("/v1/runs/%s/checkpoints/%d/files/%s", url.PathEscape(args[0]), seq, url.PathEscape(f))
+					if err := c.Do(cmd.Context(), http.MethodGet, p, nil, "", &b); err != nil {
+						return err
+					}
+					dst := filepath.Join(outDir, filepath.FromSlash(f))
+					if err := os.WriteFile(dst, b, 0o644); err != nil {
+						return err
+					}
+					fmt.Fprintln(os.Stdout, dst)
+				}
+				return nil
+			}
+			return fmt.Errorf("run %s has no checkpoint %d (see `trainyard run checkpoints %s`)", args[0], seq, args[0])
+		},
+	}
+	download.Flags().StringVarP(&outDir, "dir", "d", ".", "directory to write the files to")
+
+	cmd.AddCommand(trainCmd, ls, show, logs, verb("pause", "Pause a run at its next checkpoint"),
+		verb("resume", "Resume a paused run"), verb("cancel", "Cancel a run (its checkpoints stay)"), ckpts, download)
+	return cmd
+}
+
+func getRun(ctx context.Context, c *apiclient.Client, id string) (api.Run, error) {
+	var r api.Run
+	err := c.JSON(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id), nil, &r)
+	return r, err
+}
+
+func runTable(w *tabwriter.Writer, r api.Run) {
+	p := r.Progress
+	fmt.Fprintf(w, "run\t%s\nname\t%s\ncluster\t%s\nenv\t%s\nstatus\t%s\nstate\t%s\nnode\t%s\n", r.ID, r.Name, r.Cluster, r.Env, r.Status, p.State, p.Node)
+	fmt.Fprintf(w, "iteration\t%d\ntimesteps\t%d\nmean return\t%.2f (best %.2f)\ncheckpoint\t%d\nplacements\t%d\nlost segments\t%d\n",
+		p.Iteration, p.Timesteps, p.MeanReturn, p.BestReturn, p.Checkpoint, p.Placements, p.Failures)
+	if n := len(p.Metrics); n > 0 {
+		m := p.Metrics[n-1]
+		fmt.Fprintf(w, "last iteration\tsteps/s %.0f  policy loss %.4f  value loss %.4f  kl %.5f  entropy %.4f\n", m.StepsPerSecond, m.PolicyLoss, m.ValueLoss, m.ApproxKL, m.Entropy)
+	}
+	for _, rs := range p.Restores {
+		fmt.Fprintf(w, "restored\tfrom checkpoint %d at iteration %d\n", rs.Checkpoint, rs.Iteration)
+	}
+	if p.Eval != nil {
+		fmt.Fprintf(w, "evaluation\t%d episodes, return %.2f (min %.1f, max %.1f)\n", p.Eval.Episodes, p.Eval.ReturnMean, p.Eval.ReturnMin, p.Eval.ReturnMax)
+	}
+	if p.Reason != "" {
+		fmt.Fprintf(w, "reason\t%s\n", p.Reason)
+	}
+	if r.Error != "" {
+		fmt.Fprintf(w, "error\t%s\n", r.Error)
+	}
+}
+
+// followRun prints a progress line until the run ends: rewritten in place
+// on a terminal, one line per change otherwise.
+func followRun(ctx context.Context, c *apiclient.Client, id string, w io.Writer) error {
+	tty := isTerminal(w)
+	last := ""
+	for {
+		r, err := getRun(ctx, c, id)
+		if err != nil {
+			return err
+		}
+		line := progressLine(r)
+		if line != last {
+			if tty {
+				fmt.Fprintf(w, "\r\033[K%s", line)
+			} else {
+				fmt.Fprintln(w, line)
+			}
+			last = line
+		}
+		if r.Status != "running" {
+			if tty {
+				fmt.Fprintln(w)
+			}
+			if r.Progress.Eval != nil {
+				fmt.Fprintf(w, "evaluation: %d episodes, mean return %.2f\n", r.Progress.Eval.Episodes, r.Progress.Eval.ReturnMean)
+			}
+			if r.Status != "completed" {
+				return fmt.Errorf("run %s %s: %s", id, r.Status, firstNonEmpty(r.Error, r.Progress.Reason))
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if tty {
+				fmt.Fprintln(w)
+			}
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func progressLine(r api.Run) string {
+	p := r.Progress
+	it, ts, ret := p.Iteration, p.Timesteps, p.MeanReturn
+	sps := 0.0
+	if r.Live != nil && r.Live.Iteration > it {
+		it, ts, ret, sps = r.Live.Iteration, r.Live.Timesteps, r.Live.RecentReturnMean, r.Live.StepsPerSecond
+	} else if n := len(p.Metrics); n > 0 {
+		sps = p.Metrics[n-1].StepsPerSecond
+	}
+	total := r.Spec.Iterations
+	bar := ""
+	if total > 0 {
+		const width = 24
+		done := min(width, int(int64(width)*it/int64(total)))
+		bar = "[" + strings.Repeat("=", done) + strings.Repeat(" ", width-done) + "] "
+	}
+	s := fmt.Sprintf("%s%-9s iter %d/%d  steps %d  return %.1f  %.0f steps/s  ckpt %d", bar, p.State, it, total, ts, ret, sps, p.Checkpoint)
+	if r.Spec.TargetReturn != nil {
+		s += fmt.Sprintf("  target %.1f", *r.Spec.TargetReturn)
+	}
+	if p.State == "waiting" && p.Reason != "" {
+		s += "  (" + p.Reason + ")"
+	}
+	return s
+}
+
+// pluginRef uploads a local .wasm file and returns its id; anything else
+// is passed through as a reference.
+func pluginRef(ctx context.Context, c *apiclient.Client, ref string) (string, error) {
+	if ref == "" || !strings.HasSuffix(ref, ".wasm") {
+		return ref, nil
+	}
+	b, err := os.ReadFile(ref)
+	if err != nil {
+		return "", fmt.Errorf("plugin %s: %w", ref, err)
+	}
+	var rec struct {
+		ID string `json:"id"`
+	}
+	if err := c.Upload(ctx, "/v1/plugins", "module", filepath.Base(ref), b, &rec); err != nil {
+		return "", fmt.Errorf("upload %s: %w", ref, err)
+	}
+	return rec.ID, nil
+}
+
+// parseSets turns name=value pairs into hyper-parameter overrides; values
+// are JSON when they parse as JSON, comma lists become arrays of numbers.
+func parseSets(sets []string) (map[string]any, error) {
+	if len(sets) == 0 {
+		return nil, nil
+	}
+	out := map[string]any{}
+	for _, s := range sets {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--set %q: want name=value", s)
+		}
+		var val any
+		if err := json.Unmarshal([]byte(v), &val); err != nil {
+			if strings.Contains(v, ",") {
+				if err := json.Unmarshal([]byte("["+v+"]"), &val); err != nil {
+					return nil, fmt.Errorf("--set %s: %q is neither a number, a bool nor a comma list", k, v)
+				}
+			} else {
+				val = v
+			}
+		}
+		out[k] = val
+	}
+	return out, nil
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

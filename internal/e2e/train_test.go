@@ -1,0 +1,305 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/trainyard/trainyard/plugins/plugintest"
+)
+
+// twoNodeSpec: two CPU-only local agents, so a run can move when one dies.
+const twoNodeSpec = `
+name: lab
+defaults:
+  provider: local
+  provisioner: {kind: local}
+nodes:
+  - {name: node-a}
+  - {name: node-b}
+`
+
+type runView struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Error  string `json:"error"`
+	Spec   struct {
+		Iterations int `json:"iterations"`
+	} `json:"spec"`
+	Progress struct {
+		State      string  `json:"state"`
+		Reason     string  `json:"reason"`
+		Node       string  `json:"node"`
+		Placements int     `json:"placements"`
+		Failures   int     `json:"failures"`
+		Iteration  int64   `json:"iteration"`
+		Timesteps  int64   `json:"timesteps"`
+		Checkpoint int64   `json:"checkpoint"`
+		MeanReturn float64 `json:"mean_return"`
+		Restores   []struct {
+			Checkpoint int64 `json:"checkpoint"`
+		} `json:"restores"`
+		Metrics []struct {
+			Iteration        int64   `json:"iteration"`
+			Timesteps        int64   `json:"timesteps"`
+			RecentReturnMean float64 `json:"recent_return_mean"`
+		} `json:"metrics"`
+		Eval *struct {
+			Episodes   int     `json:"episodes"`
+			ReturnMean float64 `json:"return_mean"`
+		} `json:"eval"`
+	} `json:"progress"`
+}
+
+func getRun(t *testing.T, dev *devProc, id string) runView {
+	t.Helper()
+	var r runView
+	if code, _, raw := dev.call("GET", "/v1/runs/"+id, dev.admin, nil, &r); code != 200 {
+		t.Fatalf("get run %s: %d %s", id, code, raw)
+	}
+	return r
+}
+
+// waitRun polls until cond holds, failing with the run's state after limit.
+func waitRun(t *testing.T, dev *devProc, id string, limit time.Duration, cond func(runView) bool) runView {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		r := getRun(t, dev, id)
+		if cond(r) {
+			return r
+		}
+		if r.Status != "running" {
+			t.Fatalf("run %s ended %s before the awaited state: %s (state %s: %s)", id, r.Status, r.Error, r.Progress.State, r.Progress.Reason)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s not in the awaited state after %v: %+v", id, limit, r.Progress)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// assertLearned: the run reached CartPole's 475 and no completed iteration
+// went missing across the crash (iterations 1..N, each once, in order).
+func assertLearned(t *testing.T, r runView) {
+	t.Helper()
+	if r.Status != "completed" || r.Progress.State != "succeeded" {
+		t.Fatalf("run %s: status %s state %s: %s %s", r.ID, r.Status, r.Progress.State, r.Error, r.Progress.Reason)
+	}
+	if r.Progress.MeanReturn < 475 {
+		t.Fatalf("run %s ended at mean return %.1f, want ≥ 475", r.ID, r.Progress.MeanReturn)
+	}
+	if r.Progress.Eval == nil || r.Progress.Eval.Episodes == 0 {
+		t.Fatalf("run %s has no final evaluation", r.ID)
+	}
+	ms := r.Progress.Metrics
+	if int64(len(ms)) != r.Progress.Iteration {
+		t.Fatalf("run %s: %d iterations recorded, counter says %d", r.ID, len(ms), r.Progress.Iteration)
+	}
+	for i, m := range ms {
+		if m.Iteration != int64(i+1) || (i > 0 && m.Timesteps <= ms[i-1].Timesteps) {
+			t.Fatalf("run %s: iteration %d recorded as %d (timesteps %d): counters reset or an iteration was lost", r.ID, i+1, m.Iteration, m.Timesteps)
+		}
+	}
+	t.Logf("run %s: %d iterations, %d steps, mean return %.1f, eval %.1f over %d episodes, %d placements, %d lost segments, restores %v",
+		r.ID, r.Progress.Iteration, r.Progress.Timesteps, r.Progress.MeanReturn, r.Progress.Eval.ReturnMean, r.Progress.Eval.Episodes,
+		r.Progress.Placements, r.Progress.Failures, r.Progress.Restores)
+}
+
+// TestTrainCartPoleSurvivesAgentAndControlPlaneKill is issue 6's must-show:
+// CartPole PPO submitted over the API reaches mean return 475; kill -9 of
+// the agent running it → the run resumes from its latest checkpoint on the
+// other node and completes; kill -9 of `trainyard dev` itself → the same.
+// Checkpoints are then read back through the API and a plain S3 client,
+// and a corrupted chunk gives a clear checksum error.
+func TestTrainCartPoleSurvivesAgentAndControlPlaneKill(t *testing.T) {
+	wasm := plugintest.BuildGo(t, "./plugins/examples/cartpole")
+	dir := t.TempDir()
+	// Fixed ports: agents started before the dev crash must find Temporal and S3 again.
+	ports := []string{"--temporal-port", freePortStr(t), "--api-port", freePortStr(t), "--s3-port", freePortStr(t), "--ui-port", freePortStr(t)}
+	dev := startDev(t, dir, ports...)
+	out := cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", twoNodeSpec), "--heartbeat-timeout", "5s")
+	if !strings.Contains(out, "TOTAL (2 nodes") {
+		t.Fatalf("cluster up: %s", out)
+	}
+	t.Cleanup(func() { killAgentsOf(dir) })
+	var rec struct {
+		ID string `json:"id"`
+	}
+	if code, raw := upload(t, dev, dev.admin, wasm, &rec); code != http.StatusCreated {
+		t.Fatalf("upload: %d %s", code, raw)
+	}
+	submit := func(dev *devProc, seed int) string {
+		var ref struct {
+			ID string `json:"id"`
+		}
+		body := fmt.Sprintf(`{"cluster":"lab","env":"CartPole-v1","target_return":475,"iterations":400,"checkpoint_every":2,"seed":%d}`, seed)
+		if code, _, raw := dev.call("POST", "/v1/runs", dev.admin, body, &ref); code != http.StatusCreated {
+			t.Fatalf("submit run: %d %s", code, raw)
+		}
+		return ref.ID
+	}
+
+	t.Run("bad specs", func(t *testing.T) {
+		for _, tc := range []struct{ body, loc string }{
+			{`{"cluster":"lab","env":"no-such-plugin"}`, "body.env"},
+			{`{"cluster":"lab","env":"CartPole-v1","hyperparameters":{"learning_rat":0.1}}`, "body.hyperparameters.learning_rat"},
+			{`{"cluster":"lab","env":"CartPole-v1","algorithm":"dqn"}`, "body.algorithm"},
+			{`{"cluster":"nope","env":"CartPole-v1"}`, ""},
+		} {
+			code, hdr, raw := dev.call("POST", "/v1/runs", dev.admin, tc.body, nil)
+			want := http.StatusUnprocessableEntity
+			if tc.loc == "" {
+				want = http.StatusNotFound
+			}
+			assertProblem(t, code, hdr, raw, want, tc.loc)
+		}
+	})
+
+	// 1. kill -9 the agent in the middle of the run.
+	id := submit(dev, 1)
+	r := waitRun(t, dev, id, 2*time.Minute, func(r runView) bool { return r.Progress.Checkpoint >= 1 && r.Progress.State == "running" })
+	var st clusterStatus
+	dev.call("GET", "/v1/clusters/lab", dev.admin, nil, &st)
+	victim := r.Progress.Node
+	pid := 0
+	for _, n := range st.Nodes {
+		if n.Name == victim {
+			pid = n.AgentPID
+		}
+	}
+	if pid == 0 {
+		t.Fatalf("no agent pid for node %s: %+v", victim, st)
+	}
+	killedAt := r.Progress.Iteration
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r = waitRun(t, dev, id, 4*time.Minute, func(r runView) bool { return r.Status != "running" })
+	assertLearned(t, r)
+	if r.Progress.Failures < 1 || len(r.Progress.Restores) < 1 || r.Progress.Node == victim || r.Progress.Placements < 2 {
+		t.Fatalf("run after killing %s at iteration %d: want a lost segment, a restore and a new node: %+v", victim, killedAt, r.Progress)
+	}
+	if r.Progress.Restores[0].Checkpoint < 1 {
+		t.Fatalf("restored from checkpoint %d", r.Progress.Restores[0].Checkpoint)
+	}
+
+	// The CLI sees the same run.
+	if out := cli(t, dev, "run", "show", id); !strings.Contains(out, "succeeded") || !strings.Contains(out, "restored") {
+		t.Fatalf("run show: %s", out)
+	}
+	if out := cli(t, dev, "run", "logs", id); !strings.Contains(out, "restore  from checkpoint") || !strings.Contains(out, "eval") {
+		t.Fatalf("run logs: %s", out)
+	}
+
+	t.Run("checkpoints through the API and a plain S3 client", func(t *testing.T) { checkCheckpoints(t, dev, id) })
+
+	// 2. kill -9 the whole control plane in the middle of a run.
+	id2 := submit(dev, 2)
+	waitRun(t, dev, id2, 2*time.Minute, func(r runView) bool { return r.Progress.Checkpoint >= 1 && r.Progress.State == "running" })
+	dev.kill(syscall.SIGKILL)
+	start := time.Now()
+	dev2 := startDev(t, dir, ports...)
+	r2 := waitRun(t, dev2, id2, 4*time.Minute, func(r runView) bool { return r.Status != "running" })
+	assertLearned(t, r2)
+	t.Logf("control plane restart: run completed %v after the kill", time.Since(start).Round(time.Millisecond))
+	if out := cli(t, dev2, "run", "ls"); !strings.Contains(out, id) || !strings.Contains(out, id2) {
+		t.Fatalf("run ls: %s", out)
+	}
+}
+
+func checkCheckpoints(t *testing.T, dev *devProc, id string) {
+	var list struct {
+		Checkpoints []struct {
+			Seq       int64    `json:"seq"`
+			Iteration int64    `json:"iteration"`
+			Files     []string `json:"files"`
+			Manifest  string   `json:"manifest_key"`
+		} `json:"checkpoints"`
+	}
+	if code, _, raw := dev.call("GET", "/v1/runs/"+id+"/checkpoints", dev.admin, nil, &list); code != 200 || len(list.Checkpoints) == 0 {
+		t.Fatalf("checkpoints: %d %s", code, raw)
+	}
+	last := list.Checkpoints[len(list.Checkpoints)-1]
+	code, _, viaAPI := dev.callRaw("GET", fmt.Sprintf("/v1/runs/%s/checkpoints/%d/files/learner.ckpt", id, last.Seq), dev.admin, "", "")
+	if code != 200 || !bytes.HasPrefix(viaAPI, []byte("TYPPOCKP")) {
+		t.Fatalf("download learner.ckpt: %d %q", code, viaAPI[:min(len(viaAPI), 200)])
+	}
+
+	// A plain S3 client: read the manifest, concatenate the chunks.
+	c := s3Client(t, dev, "")
+	ctx := context.Background()
+	var keys []string
+	for o := range c.ListObjects(ctx, dev.ep.Bucket, minio.ListObjectsOptions{Prefix: "checkpoints/runs/" + id + "/", Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		keys = append(keys, o.Key)
+	}
+	if len(keys) != len(list.Checkpoints) || keys[len(keys)-1] != last.Manifest {
+		t.Fatalf("S3 listing %v does not match the API's %d checkpoints (last %s)", keys, len(list.Checkpoints), last.Manifest)
+	}
+	get := func(key string) []byte {
+		obj, err := c.GetObject(ctx, dev.ep.Bucket, key, minio.GetObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer obj.Close()
+		b, err := io.ReadAll(obj)
+		if err != nil {
+			t.Fatalf("get %s: %v", key, err)
+		}
+		return b
+	}
+	var man struct {
+		Files []struct {
+			Path   string `json:"path"`
+			SHA256 string `json:"sha256"`
+			Chunks []struct {
+				SHA256 string `json:"sha256"`
+			} `json:"chunks"`
+		} `json:"files"`
+	}
+	if err := json.Unmarshal(get(last.Manifest), &man); err != nil {
+		t.Fatal(err)
+	}
+	var chunkKey string
+	for _, f := range man.Files {
+		if f.Path != "learner.ckpt" {
+			continue
+		}
+		var whole []byte
+		for _, ch := range f.Chunks {
+			chunkKey = "checkpoints/chunks/" + ch.SHA256
+			whole = append(whole, get(chunkKey)...)
+		}
+		sum := sha256.Sum256(whole)
+		if hex.EncodeToString(sum[:]) != f.SHA256 || !bytes.Equal(whole, viaAPI) {
+			t.Fatalf("learner.ckpt reassembled from S3 (%d bytes) differs from the manifest's sha256 or the API's download", len(whole))
+		}
+	}
+	if chunkKey == "" {
+		t.Fatal("manifest has no learner.ckpt")
+	}
+
+	// Corrupt one chunk: the download says which file and chunk are bad.
+	bad := []byte("corrupted by the test")
+	if _, err := c.PutObject(ctx, dev.ep.Bucket, chunkKey, bytes.NewReader(bad), int64(len(bad)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, _, raw := dev.callRaw("GET", fmt.Sprintf("/v1/runs/%s/checkpoints/%d/files/learner.ckpt", id, last.Seq), dev.admin, "", "")
+	if code != http.StatusInternalServerError || !strings.Contains(string(raw), "checksum mismatch") || !strings.Contains(string(raw), "learner.ckpt") {
+		t.Fatalf("download of a corrupted checkpoint: %d %s", code, raw)
+	}
+}
