@@ -12,21 +12,38 @@
 // lexical listing is chronological. A plain S3 client restores a checkpoint
 // by hand: download manifest.json, then for every entry of "files" fetch its
 // "chunks" in order from checkpoints/chunks/<sha256> and concatenate them;
-// the result's sha256 is the file's "sha256". For example with awscli:
+// the result's sha256 is the file's "sha256". Chunks differ in size (each
+// entry has its "size"); the manifest's "chunk_size" is the average the
+// writer aimed at, for information only. For example with awscli:
 //
 //	aws s3 ls --recursive s3://bucket/checkpoints/runs/myrun/
 //	aws s3 cp s3://bucket/checkpoints/runs/myrun/0000000003/manifest.json -
 //
 // # Why it is shaped this way
 //
-// Files are cut into fixed-size chunks (Options.ChunkSize, default 4 MiB)
-// named by their sha256, so a chunk shared by two checkpoints (or two runs)
-// is stored once: before uploading, Save asks the bucket whether the chunk
-// exists (HEAD) and skips it if so. Between successive checkpoints of a
-// model most of the bytes often repeat (frozen layers, optimiser state of
-// unchanged parameters, datasets), and those cost one HEAD each. Chunks
-// upload in parallel through a bounded worker pool, which also bounds the
-// memory Save holds (Parallel+1 chunks).
+// Chunks are named by their sha256, so a chunk shared by two checkpoints
+// (or two runs) is stored once: before uploading, Save asks the bucket
+// whether the chunk exists (HEAD) and skips it if so. Between successive
+// checkpoints of a model most of the bytes often repeat (frozen layers,
+// optimiser state of unchanged parameters, datasets), and those cost one
+// HEAD each.
+//
+// Files are cut into content-defined chunks (FastCDC: a gear rolling hash
+// over the last 64 bytes, with normalised chunking; see chunker.go) of
+// about Options.ChunkSize bytes (default 64 KiB, each between 1/4 and 4
+// times that). A boundary depends only on the bytes around it, not on its
+// offset, so an edit changes only the chunks it touches: a tensor rewritten
+// in place costs its own bytes plus about one or two chunks, and bytes
+// inserted or deleted (a header that grew) shift later data without
+// changing later chunks, where fixed-size chunks would all change. Smaller
+// chunks waste less around each edit but cost one object, one HEAD and one
+// PUT each; 64 KiB sends about 100 KiB beyond the changed bytes per edit
+// (BenchmarkSecondCheckpoint: 89% of a 64 MiB checkpoint with 10% new bytes
+// in six places not sent, 90% being the most possible).
+//
+// Chunks upload in parallel through a bounded worker pool, which also
+// bounds the memory Save holds (Parallel+1 chunks and a read buffer of four
+// maximum chunks).
 //
 // The manifest is written last, after every chunk is in the bucket, and
 // List reads only manifests: a checkpoint whose writer died half-way is

@@ -101,12 +101,14 @@ func (s *Store) save(ctx context.Context, run string, srcs []source, meta Meta) 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	// Parallel+1 buffers: the workers each hold one while the reader fills
-	// the next, so memory stays bounded whatever the checkpoint's size.
+	// Parallel+1 chunk buffers (the workers each hold one while the reader
+	// fills the next) and one read buffer, so memory stays bounded whatever
+	// the checkpoint's size.
 	pool := make(chan []byte, s.opts.Parallel+1)
 	for range cap(pool) {
-		pool <- make([]byte, s.opts.ChunkSize)
+		pool <- make([]byte, 0, s.chunker.max)
 	}
+	stage := make([]byte, stageChunks*s.chunker.max)
 	jobs := make(chan chunkJob)
 	var bytesUp, chunksUp atomic.Int64
 	var wg sync.WaitGroup
@@ -120,12 +122,12 @@ func (s *Store) save(ctx context.Context, run string, srcs []source, meta Meta) 
 					bytesUp.Add(int64(len(j.buf)))
 					chunksUp.Add(1)
 				}
-				pool <- j.buf[:cap(j.buf)]
+				pool <- j.buf[:0]
 			}
 		})
 	}
 
-	m := Manifest{Version: ManifestVersion, Run: run, Seq: seq, Created: time.Now().UTC(), ChunkSize: s.opts.ChunkSize, Meta: meta}
+	m := Manifest{Version: ManifestVersion, Run: run, Seq: seq, Created: time.Now().UTC(), ChunkSize: int64(s.chunker.avg), Meta: meta}
 	seen := map[string]bool{} // chunks already queued by this save
 	readErr := func() error {
 		for _, src := range srcs {
@@ -135,7 +137,7 @@ func (s *Store) save(ctx context.Context, run string, srcs []source, meta Meta) 
 			if err != nil {
 				return fmt.Errorf("checkpoint %s/%d: open %s: %w", run, seq, src.path, err)
 			}
-			err = s.chunkFile(ctx, rc, &f, whole, pool, jobs, seen)
+			err = s.chunkFile(ctx, rc, &f, whole, stage, pool, jobs, seen)
 			rc.Close()
 			if err != nil {
 				return fmt.Errorf("checkpoint %s/%d: read %s: %w", run, seq, src.path, err)
@@ -163,45 +165,63 @@ func (s *Store) save(ctx context.Context, run string, srcs []source, meta Meta) 
 	return m, st, nil
 }
 
-// chunkFile cuts one file into chunks, hashing as it goes, and queues the
-// chunks this save has not queued yet.
-func (s *Store) chunkFile(ctx context.Context, r io.Reader, f *File, whole hash.Hash, pool chan []byte, jobs chan<- chunkJob, seen map[string]bool) error {
+// stageChunks is the read buffer's size in maximum chunks: the leftover
+// carried to the front on each refill is under one maximum chunk, so a
+// bigger buffer moves fewer bytes twice.
+const stageChunks = 4
+
+// chunkFile cuts one file into content-defined chunks, hashing as it goes,
+// and queues the chunks this save has not queued yet. It reads into stage
+// and copies each chunk into a pool buffer, so the reader never waits for an
+// upload to hand a buffer back before it can look ahead.
+func (s *Store) chunkFile(ctx context.Context, r io.Reader, f *File, whole hash.Hash, stage []byte, pool chan []byte, jobs chan<- chunkJob, seen map[string]bool) error {
+	var start, end int // stage[start:end] is read but not yet chunked
+	var eof bool
+	var readErr error
 	for {
+		// A boundary is only known once a maximum chunk is in view (or
+		// the file has ended), so refill before cutting.
+		if !eof && readErr == nil && end-start < s.chunker.max {
+			end = copy(stage, stage[start:end])
+			start = 0
+			n, err := io.ReadFull(r, stage[end:])
+			end += n
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				eof = true
+			} else if err != nil {
+				// Still queue the chunks whose boundaries are certain, as
+				// a retry will find them stored.
+				readErr = err
+			}
+		}
+		if readErr != nil && end-start < s.chunker.max {
+			return readErr
+		}
+		if start == end {
+			return nil
+		}
+		n := s.chunker.cut(stage[start:end])
+		chunk := stage[start : start+n]
+		start += n
+		whole.Write(chunk)
+		h := sha256.Sum256(chunk)
+		sum := hex.EncodeToString(h[:])
+		f.Chunks = append(f.Chunks, Chunk{SHA256: sum, Size: int64(n)})
+		f.Size += int64(n)
+		if seen[sum] {
+			continue
+		}
+		seen[sum] = true
 		var buf []byte
 		select {
 		case buf = <-pool:
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
-		n, err := io.ReadFull(r, buf)
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			err = io.EOF
-		} else if err != nil {
-			pool <- buf
-			return err
-		}
-		if n == 0 {
-			pool <- buf
-			return nil
-		}
-		buf = buf[:n]
-		whole.Write(buf)
-		h := sha256.Sum256(buf)
-		sum := hex.EncodeToString(h[:])
-		f.Chunks = append(f.Chunks, Chunk{SHA256: sum, Size: int64(n)})
-		f.Size += int64(n)
-		if seen[sum] {
-			pool <- buf[:cap(buf)]
-		} else {
-			seen[sum] = true
-			select {
-			case jobs <- chunkJob{sum: sum, buf: buf}:
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			}
-		}
-		if err == io.EOF {
-			return nil
+		select {
+		case jobs <- chunkJob{sum: sum, buf: append(buf[:0], chunk...)}:
+		case <-ctx.Done():
+			return context.Cause(ctx)
 		}
 	}
 }

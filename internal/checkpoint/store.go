@@ -19,15 +19,20 @@ import (
 
 // Options tune a Store; zero values pick the defaults.
 type Options struct {
-	Prefix    string // key prefix, default "checkpoints"
-	ChunkSize int64  // bytes per chunk, default 4 MiB; only affects new saves
-	Parallel  int    // concurrent chunk transfers, default 4
+	Prefix string // key prefix, default "checkpoints"
+	// ChunkSize is the average chunk size in bytes, rounded down to a power
+	// of two; chunks are content-defined and between 1/4 and 4 times it
+	// (a file's last chunk may be smaller). Default 64 KiB. Only affects
+	// new saves: restores read the sizes from the manifest.
+	ChunkSize int64
+	Parallel  int // concurrent chunk transfers, default 4
 }
 
 // Store saves and restores checkpoints in one bucket.
 type Store struct {
-	s3   *objstore.Store
-	opts Options
+	s3      *objstore.Store
+	opts    Options
+	chunker chunker
 }
 
 // New wraps an opened bucket.
@@ -37,12 +42,12 @@ func New(s3 *objstore.Store, opts Options) *Store {
 	}
 	opts.Prefix = strings.Trim(opts.Prefix, "/")
 	if opts.ChunkSize <= 0 {
-		opts.ChunkSize = 4 << 20
+		opts.ChunkSize = 64 << 10
 	}
 	if opts.Parallel <= 0 {
 		opts.Parallel = 4
 	}
-	return &Store{s3: s3, opts: opts}
+	return &Store{s3: s3, opts: opts, chunker: newChunker(opts.ChunkSize)}
 }
 
 // ChunkKey is the object key of a chunk.
