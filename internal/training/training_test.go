@@ -1,0 +1,244 @@
+package training
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trainyard/trainyard/internal/checkpoint"
+	"github.com/trainyard/trainyard/internal/embedded"
+	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/pluginstore"
+	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/plugins"
+)
+
+var (
+	bucket *objstore.Store
+	// Built before S3 starts: versitygw's posix backend chdirs into its
+	// root, after which the repository can no longer be found from the cwd.
+	cartpoleWasm, pendulumWasm []byte
+)
+
+func buildPlugin(pkg string) ([]byte, error) {
+	out := filepath.Join(os.TempDir(), fmt.Sprintf("training-test-%d-%s.wasm", os.Getpid(), filepath.Base(pkg)))
+	defer os.Remove(out)
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, pkg)
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build %s: %v\n%s", pkg, err, b)
+	}
+	return os.ReadFile(out)
+}
+
+// TestMain builds the example plugins and starts the real embedded S3
+// server on loopback.
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		var err error
+		if cartpoleWasm, err = buildPlugin("./plugins/examples/cartpole"); err == nil {
+			pendulumWasm, err = buildPlugin("./plugins/examples/pendulum")
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		dir, err := os.MkdirTemp("", "training-s3-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		creds, err := embedded.LoadOrCreateS3Credentials(filepath.Join(dir, "creds.json"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		srv, err := embedded.StartS3("127.0.0.1", 0, filepath.Join(dir, "data"), creds)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer srv.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if bucket, err = objstore.Open(ctx, objstore.Config{Endpoint: srv.Endpoint, Bucket: "training-test", Insecure: true,
+			AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return m.Run()
+	}())
+}
+
+func TestSpecValidate(t *testing.T) {
+	nan := func() *float64 { v := 0.0; v /= v; return &v }()
+	for _, tc := range []struct {
+		name  string
+		spec  Spec
+		field string // "" = valid
+	}{
+		{"defaults", Spec{Cluster: "lab", Env: "CartPole-v1"}, ""},
+		{"no cluster", Spec{Env: "x"}, "cluster"},
+		{"no env", Spec{Cluster: "lab"}, "env"},
+		{"algorithm", Spec{Cluster: "lab", Env: "x", Algorithm: "dqn"}, "algorithm"},
+		{"workers", Spec{Cluster: "lab", Env: "x", Workers: 65}, "workers"},
+		{"envs", Spec{Cluster: "lab", Env: "x", EnvsPerWorker: 5000}, "envs_per_worker"},
+		{"nan target", Spec{Cluster: "lab", Env: "x", TargetReturn: nan}, "target_return"},
+		{"unknown hyper", Spec{Cluster: "lab", Env: "x", Hyperparameters: map[string]any{"learning_rat": 0.1}}, "hyperparameters.learning_rat"},
+		{"seed as hyper", Spec{Cluster: "lab", Env: "x", Hyperparameters: map[string]any{"seed": 1}}, "hyperparameters.seed"},
+		{"mistyped hyper", Spec{Cluster: "lab", Env: "x", Hyperparameters: map[string]any{"epochs": "many"}}, "hyperparameters"},
+		{"bad hyper value", Spec{Cluster: "lab", Env: "x", Hyperparameters: map[string]any{"gamma": 2}}, "hyperparameters"},
+		{"good hypers", Spec{Cluster: "lab", Env: "x", Hyperparameters: map[string]any{"learning_rate": 3e-4, "hidden": []any{32, 32}}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.spec.WithDefaults().Validate()
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("want valid, got %v", err)
+				}
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tc.field {
+				t.Fatalf("want a FieldError on %s, got %v", tc.field, err)
+			}
+		})
+	}
+}
+
+func TestPPOConfigKnobs(t *testing.T) {
+	s := Spec{Workers: 2, EnvsPerWorker: 4, EpisodeLength: 64, BatchSize: 128, Seed: 9,
+		Hyperparameters: map[string]any{"learning_rate": 0.002}}.WithDefaults()
+	c, err := s.PPOConfig("CartPole-v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Workers != 2 || c.NumSteps != 64 || c.MinibatchSize != 128 || c.Seed != 9 || c.LearningRate != 0.002 || s.NumEnvs() != 8 {
+		t.Fatalf("knobs not applied: %+v", c)
+	}
+	if c.Gamma != 0.98 { // CartPole's tuned value survives the override
+		t.Fatalf("tuned defaults lost: gamma %v", c.Gamma)
+	}
+}
+
+type fixture struct {
+	store   *pluginstore.Store
+	rt      *plugins.Runtime
+	ckpts   *checkpoint.Store
+	cartpol string // sha256 of the Go CartPole plugin
+	other   string // sha256 of the Pendulum plugin
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	rt, err := plugins.NewRuntime(ctx, plugins.RuntimeConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(ctx) })
+	f := &fixture{store: pluginstore.New(bucket), rt: rt,
+		ckpts: checkpoint.New(bucket, checkpoint.Options{Prefix: "ckpt-" + strings.ReplaceAll(t.Name(), "/", "-")})}
+	for _, p := range []struct {
+		dst  *string
+		wasm []byte
+	}{{&f.cartpol, cartpoleWasm}, {&f.other, pendulumWasm}} {
+		md, err := rt.Validate(ctx, p.wasm, plugins.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := f.store.Put(ctx, p.wasm, md, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		*p.dst = rec.ID
+	}
+	return f
+}
+
+func (f *fixture) runner() *Runner {
+	return &Runner{Plugins: f.rt, Store: f.store, Checkpoints: f.ckpts}
+}
+
+// TestSegmentsCheckpointAndResumeElsewhere: segments continue in memory on
+// one node; a second runner (another node, or the same one after a crash)
+// resumes from the newest checkpoint with counters continuing; a segment
+// that checkpointed but never reported hands its metrics on; a checkpoint
+// made with other plugin bytes is refused, naming both hashes.
+func TestSegmentsCheckpointAndResumeElsewhere(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	spec := Spec{Cluster: "lab", Env: "CartPole-v1", Seed: 1, Iterations: 100, CheckpointEvery: 2}.WithDefaults()
+	in := SegmentInput{RunID: "run-a", Spec: spec, EnvPlugin: f.cartpol, Iterations: 2}
+
+	nodeA := f.runner()
+	beats := 0
+	s1, err := nodeA.RunSegment(ctx, in, func(ppo.Metrics) { beats++ })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s1.Checkpoint != 1 || s1.Iteration != 2 || len(s1.Metrics) != 2 || beats != 2 || s1.RestoredFrom != 0 {
+		t.Fatalf("first segment: %+v (beats %d)", s1, beats)
+	}
+	in.FromCheckpoint = s1.Checkpoint
+	s2, err := nodeA.RunSegment(ctx, in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.Checkpoint != 2 || s2.Iteration != 4 || s2.RestoredFrom != 0 || s2.Metrics[0].Iteration != 3 {
+		t.Fatalf("second segment should continue in memory: %+v", s2)
+	}
+
+	// Node A checkpoints a third segment but its report is lost.
+	in.FromCheckpoint = s2.Checkpoint
+	lost, err := nodeA.RunSegment(ctx, in, nil)
+	if err != nil || lost.Checkpoint != 3 {
+		t.Fatalf("lost segment: %+v %v", lost, err)
+	}
+
+	// Node B only knows checkpoint 2: it restores 3 and reports 5 and 6 too.
+	nodeB := f.runner()
+	s3, err := nodeB.RunSegment(ctx, in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s3.RestoredFrom != 3 || s3.Checkpoint != 4 || s3.Iteration != 8 || len(s3.Metrics) != 4 ||
+		s3.Metrics[0].Iteration != 5 || s3.Metrics[3].Iteration != 8 || s3.Metrics[3].Timesteps != s3.Timesteps {
+		t.Fatalf("resume elsewhere: %+v", s3)
+	}
+	// Node A's cached learner is stale (it follows checkpoint 3, not 4):
+	// it must restore rather than continue.
+	in.FromCheckpoint = s3.Checkpoint
+	s4, err := nodeA.RunSegment(ctx, in, nil)
+	if err != nil || s4.RestoredFrom != 4 || s4.Metrics[0].Iteration != 9 {
+		t.Fatalf("stale cache: %+v %v", s4, err)
+	}
+
+	// Same run id, other plugin bytes: refused, naming both hashes.
+	bad := in
+	bad.EnvPlugin = f.other
+	_, err = f.runner().RunSegment(ctx, bad, nil)
+	if !errors.Is(err, ErrFatal) || !strings.Contains(err.Error(), f.cartpol[:12]) || !strings.Contains(err.Error(), f.other[:12]) {
+		t.Fatalf("plugin mismatch: %v", err)
+	}
+
+	// The stop condition ends the run with an evaluation.
+	done := SegmentInput{RunID: "run-b", EnvPlugin: f.cartpol, Iterations: 10,
+		Spec: Spec{Cluster: "lab", Env: "CartPole-v1", Seed: 2, Iterations: 3}.WithDefaults()}
+	fin, err := f.runner().RunSegment(ctx, done, nil)
+	if err != nil || !fin.Done || fin.Iteration != 3 || fin.Eval == nil || fin.Eval.Episodes == 0 {
+		t.Fatalf("final segment: %+v %v", fin, err)
+	}
+	ms, err := f.ckpts.List(ctx, "run-b")
+	if err != nil || len(ms) != 1 || ms[0].Meta.Labels[LabelEnv] != f.cartpol || ms[0].Meta.Iteration != 3 {
+		t.Fatalf("checkpoints of run-b: %+v %v", ms, err)
+	}
+}
