@@ -2,7 +2,9 @@
 # `allow` holds when no rule in `deny` fires; each denial is {rule, reason}.
 # The rule files beside this one (gpu_preservation, capacity, tiers, quotas,
 # providers) add to `deny`. Input is pre-aggregated by the Go side (usage
-# totals, per-node used resources), see internal/policy.
+# totals, per-node used resources, and input.cluster.summary: largest GPU,
+# GPU count, node shapes, providers), see internal/policy; rules that run on
+# every submission read those instead of scanning every node and GPU.
 package trainyard.admission
 
 import rego.v1
@@ -16,6 +18,19 @@ allow if count(deny) == 0
 deny contains {"rule": "input", "reason": "input.work is missing"} if not input.work
 
 deny contains {"rule": "input", "reason": "input.cluster.nodes is missing"} if not input.cluster.nodes
+
+# Without the summary the per-submission checks could not fire: fail closed.
+deny contains {"rule": "input", "reason": "input.cluster.summary is missing"} if {
+	input.cluster.nodes
+	not input.cluster.summary
+}
+
+# Checks of a proposed placement (input.placement) go to placement_deny:
+# a submission without one skips them all with this one test.
+deny contains d if {
+	input.placement
+	some d in placement_deny
+}
 
 # Roles with at least one GPU requested (fractions count).
 gpu_roles contains role if {
@@ -54,14 +69,14 @@ reserved(node_name, idx) if {
 	sprintf("%s:%d", [node_name, idx]) in reserved_gpus
 }
 
-# VRAM of every unreserved GPU in the cluster: a plain array of numbers
-# (cheaper than a set of objects), and no per-GPU reservation lookup when
-# preservation is off, since this runs on every submission.
-free_vram := [g.vram_mb |
-	some node in input.cluster.nodes
-	some g in object.get(node, "gpus", [])
-] if not params.gpu_preservation.enabled
+# Largest GPU that is not reserved for inference. Without preservation it
+# is the Go-side summary; with it, the unreserved GPUs are listed here, since
+# which GPUs are reserved is policy.
+largest_free_vram := input.cluster.summary.max_gpu_vram_mb if {
+	not params.gpu_preservation.enabled
+} else := max(array.concat(free_vram, [0]))
 
+# VRAM of every unreserved GPU (only with preservation on).
 free_vram := [g.vram_mb |
 	some node in input.cluster.nodes
 	some g in object.get(node, "gpus", [])

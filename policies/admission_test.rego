@@ -8,6 +8,24 @@ test_allows_plain_training_job if {
 	admission.allow with input as {"work": training_job, "cluster": fleet, "usage": {}}
 }
 
+test_missing_cluster_summary_denied if {
+	d := admission.deny with input as {"work": training_job, "cluster": {"nodes": fleet.nodes}}
+	{"rule": "input", "reason": "input.cluster.summary is missing"} in d
+	not admission.allow with input as {"work": training_job, "cluster": {"nodes": fleet.nodes}}
+}
+
+test_cluster_summary if {
+	c := cluster([h100, l40s, rtx3060, g5, {"name": "cpu", "cpus": 64, "memory_mb": 64000}, {"name": "cpu-big", "cpus": 64, "memory_mb": 128000}])
+	c.summary == {
+		"max_gpu_vram_mb": 81559,
+		"gpus": 4,
+		"shapes": [{"cpus": 32, "memory_mb": 256000}, {"cpus": 64, "memory_mb": 128000}],
+		"providers": ["aws", "nebius", "runpod", "vast"],
+	}
+	s := cluster([h100, {"name": "fat", "cpus": 8, "memory_mb": 512000}]).summary.shapes
+	s == [{"cpus": 8, "memory_mb": 512000}, {"cpus": 32, "memory_mb": 256000}]
+}
+
 test_missing_work_denied if {
 	d := admission.deny with input as {"cluster": fleet}
 	rules(d) == {"input"}

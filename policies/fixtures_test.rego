@@ -12,7 +12,29 @@ rtx3060 := {"name": "vast-3060", "provider": "vast", "ephemeral": true, "cpus": 
 
 g5 := {"name": "g5-1", "provider": "aws", "ephemeral": false, "cpus": 7.5, "memory_mb": 30000, "gpus": [{"index": 0, "vram_mb": 23028}]}
 
-fleet := {"nodes": [h100, l40s, rtx3060]}
+fleet := cluster([h100, l40s, rtx3060])
+
+# cluster is the cluster document as the Go side sends it: the nodes plus
+# their summary (internal/policy's summaryTerm; TestSummaryMatchesRego checks
+# that both compute the same document).
+cluster(nodes) := {"nodes": nodes, "summary": {
+	"max_gpu_vram_mb": max(array.concat(vrams, [0])),
+	"gpus": count(vrams),
+	"shapes": [{"cpus": s[0], "memory_mb": s[1]} | some s in sort(maximal)],
+	"providers": sort({n.provider | some n in nodes; n.provider != ""}),
+}} if {
+	vrams := [g.vram_mb | some n in nodes; some g in object.get(n, "gpus", [])]
+	shapes := {[n.cpus, n.memory_mb] | some n in nodes}
+	maximal := {s | some s in shapes; not dominated(s, shapes)}
+}
+
+# dominated: another shape has at least as many CPUs and as much memory.
+dominated(s, shapes) if {
+	some o in shapes
+	o != s
+	o[0] >= s[0]
+	o[1] >= s[1]
+}
 
 trainer := {"name": "trainer", "count": 1, "cpus": 4, "gpus": 1, "memory_mb": 32000}
 

@@ -16,7 +16,7 @@ deny contains {
 	role.gpus > 0
 }
 
-deny contains {
+placement_deny contains {
 	"rule": "gpu_preservation",
 	"reason": sprintf("role %s is placed on GPU %d of node %s, which is reserved for inference", [p.role, g.index, p.node]),
 } if {

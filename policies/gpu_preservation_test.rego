@@ -4,10 +4,10 @@ import rego.v1
 
 import data.trainyard.admission
 
-seed000_pool := {"nodes": array.concat(
+seed000_pool := cluster(array.concat(
 	[{"name": sprintf("g5-%d", [i]), "provider": "aws", "cpus": 7.5, "memory_mb": 30000, "gpus": [{"index": 0, "vram_mb": 23028}]} | some i in numbers.range(1, 6)],
 	[{"name": sprintf("cpu-%d", [i]), "provider": "aws", "cpus": 63.5, "memory_mb": 127000} | some i in numbers.range(1, 2)],
-)}
+))
 
 rl_job := {"id": "zelda", "kind": "rollout", "config": "zelda", "roles": [rollout]}
 
@@ -37,7 +37,7 @@ test_reservations_ignored_when_preservation_off if {
 
 test_reserved_per_node_lists_lowest_indices if {
 	node := {"name": "n", "cpus": 8, "memory_mb": 1000, "gpus": [{"index": 3, "vram_mb": 1}, {"index": 1, "vram_mb": 1}, {"index": 2, "vram_mb": 1}]}
-	r := admission.reserved_gpus with input as {"cluster": {"nodes": [node]}}
+	r := admission.reserved_gpus with input as {"cluster": cluster([node])}
 		with data.trainyard.params.gpu_preservation.enabled as true
 		with data.trainyard.params.gpu_preservation.reserved_per_node as 2
 	r == {"n:1", "n:2"}

@@ -13,7 +13,7 @@ deny contains {
 	p in ephemeral_providers
 }
 
-deny contains {
+placement_deny contains {
 	"rule": "provider",
 	"reason": sprintf("training role %s is placed on node %s of ephemeral provider %s", [p.role, p.node, node.provider]),
 } if {
@@ -28,7 +28,7 @@ deny contains {
 # kind avoids are left out.
 prefs := object.get(params.providers.preferences, input.work.kind, {})
 
-cluster_providers contains node.provider if some node in input.cluster.nodes
+cluster_providers contains p if some p in input.cluster.summary.providers
 
 cost(p) := object.get(params.providers.cost_per_gpu_hour, p, 1000)
 

@@ -18,23 +18,23 @@ test_selfplay_may_prefer_ephemeral if {
 test_training_placed_on_ephemeral_denied if {
 	big_vast := object.union(rtx3060, {"gpus": [{"index": 0, "vram_mb": 49152}]})
 	placement := [{"node": "vast-3060", "role": "trainer", "cpus": 1, "memory_mb": 1, "gpus": [{"index": 0, "share": 1}]}]
-	d := admission.deny with input as {"work": training_job, "cluster": {"nodes": [big_vast]}, "placement": placement}
+	d := admission.deny with input as {"work": training_job, "cluster": cluster([big_vast]), "placement": placement}
 	d == {{"rule": "provider", "reason": "training role trainer is placed on node vast-3060 of ephemeral provider vast"}}
 }
 
 test_ephemeral_flag_counts_without_provider_list if {
 	node := {"name": "spot", "provider": "aws", "ephemeral": true, "cpus": 8, "memory_mb": 64000, "gpus": [{"index": 0, "vram_mb": 81559}]}
 	placement := [{"node": "spot", "role": "trainer", "cpus": 1, "memory_mb": 1, "gpus": [{"index": 0, "share": 1}]}]
-	d := admission.deny with input as {"work": training_job, "cluster": {"nodes": [node]}, "placement": placement}
+	d := admission.deny with input as {"work": training_job, "cluster": cluster([node]), "placement": placement}
 	rules(d) == {"provider"}
 }
 
 test_provider_order_by_kind if {
-	cluster := {"nodes": [h100, l40s, rtx3060, {"name": "vultr-1", "provider": "vultr", "cpus": 8, "memory_mb": 1}]}
-	training := admission.provider_order with input as {"work": {"kind": "training"}, "cluster": cluster}
+	c := cluster([h100, l40s, rtx3060, {"name": "vultr-1", "provider": "vultr", "cpus": 8, "memory_mb": 1}])
+	training := admission.provider_order with input as {"work": {"kind": "training"}, "cluster": c}
 	training == ["runpod", "nebius", "vultr"]
-	selfplay := admission.provider_order with input as {"work": {"kind": "selfplay"}, "cluster": cluster}
+	selfplay := admission.provider_order with input as {"work": {"kind": "selfplay"}, "cluster": c}
 	selfplay == ["vast", "vultr", "nebius", "runpod"]
-	eval := admission.provider_order with input as {"work": {"kind": "evaluation"}, "cluster": cluster}
+	eval := admission.provider_order with input as {"work": {"kind": "evaluation"}, "cluster": c}
 	eval == ["vast", "vultr", "nebius", "runpod"]
 }

@@ -1,24 +1,23 @@
 # Quotas (seed 002 config_quotas): a config's share of Tier-1 GPU time over
 # the rolling window, at most max_training_per_config training jobs per
 # config, and a priority boost for work starved longer than the threshold.
-# The Go side aggregates usage over the window into totals.
+# The Go side aggregates usage over the window into totals and shares.
 package trainyard.admission
 
 import rego.v1
 
 # Exact config names win over glob patterns such as square8_*.
-quota := params.config_quotas[input.work.config]
-
 quota := q if {
-	not params.config_quotas[input.work.config]
+	q := params.config_quotas[input.work.config]
+} else := q if {
 	matches := [v | some pattern, v in params.config_quotas; contains(pattern, "*"); glob.match(pattern, ["_"], input.work.config)]
 	count(matches) > 0
 	q := min(matches)
 }
 
-tier1_share := input.usage.tier1_gpu_seconds_by_config[input.work.config] / input.usage.tier1_capacity_seconds if {
-	input.usage.tier1_capacity_seconds > 0
-}
+# The config's share of the window's Tier-1 GPU time: its GPU seconds over
+# the capacity, divided on the Go side (defined when there is capacity).
+tier1_share := input.usage.tier1_share_by_config[input.work.config]
 
 deny contains {
 	"rule": "config_quota",
@@ -42,6 +41,6 @@ deny contains {
 # boosted so it sorts ahead of fresher work of the same base priority.
 starved if object.get(input.work, "waiting_seconds", 0) >= params.starvation.boost_after_seconds
 
-priority := object.get(input.work, "priority", 0) + params.starvation.boost if starved
-
-priority := object.get(input.work, "priority", 0) if not starved
+priority := object.get(input.work, "priority", 0) + params.starvation.boost if {
+	starved
+} else := object.get(input.work, "priority", 0)

@@ -6,7 +6,12 @@ import data.trainyard.admission
 
 day_tier1 := 5 * 86400 # five Tier-1 GPUs over a 24 h window
 
-usage(config, seconds) := {"tier1_capacity_seconds": day_tier1, "tier1_gpu_seconds_by_config": {config: seconds}}
+# As the Go side sends it: totals and each config's share of the capacity.
+usage(config, seconds) := {
+	"tier1_capacity_seconds": day_tier1,
+	"tier1_gpu_seconds_by_config": {config: seconds},
+	"tier1_share_by_config": {config: seconds / day_tier1},
+}
 
 test_quota_lookup_table if {
 	cases := [

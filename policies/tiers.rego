@@ -13,7 +13,7 @@ deny contains {
 	"reason": sprintf("board %s needs a GPU with at least %v GB VRAM; the largest unreserved GPU has %v GB", [board, gb(board_min_vram), gb(largest)]),
 } if {
 	count(gpu_roles) > 0
-	largest := max(array.concat(free_vram, [0]))
+	largest := largest_free_vram
 	largest < board_min_vram
 }
 
@@ -26,7 +26,7 @@ deny contains {
 	not params.board_min_vram_mb[board]
 }
 
-deny contains {
+placement_deny contains {
 	"rule": "gpu_tier",
 	"reason": sprintf("role %s is placed on GPU %d of node %s with %v GB; board %s needs %v GB", [p.role, g.index, p.node, gb(vram), board, gb(board_min_vram)]),
 } if {

@@ -15,19 +15,19 @@ test_board_min_vram_table if {
 	]
 	every c in cases {
 		job := {"id": "s", "kind": "selfplay", "config": c.config, "roles": [{"name": "player", "cpus": 1, "gpus": 0.5, "memory_mb": 1000}]}
-		got := admission.allow with input as {"work": job, "cluster": {"nodes": c.nodes}}
+		got := admission.allow with input as {"work": job, "cluster": cluster(c.nodes)}
 		got == c.allow
 	}
 }
 
 test_board_too_big_reason if {
-	d := admission.deny with input as {"work": training_job, "cluster": {"nodes": [rtx3060]}, "usage": {}}
+	d := admission.deny with input as {"work": training_job, "cluster": cluster([rtx3060]), "usage": {}}
 	{"rule": "gpu_tier", "reason": "board hexagonal needs a GPU with at least 32 GB VRAM; the largest unreserved GPU has 12.3 GB"} in d
 }
 
 test_cpu_only_work_ignores_board if {
 	job := {"id": "c", "kind": "rollout", "config": "hexagonal_2p", "roles": [{"name": "r", "cpus": 1, "gpus": 0, "memory_mb": 1}]}
-	admission.allow with input as {"work": job, "cluster": {"nodes": [rtx3060]}}
+	admission.allow with input as {"work": job, "cluster": cluster([rtx3060])}
 }
 
 test_unknown_board_denied if {
@@ -38,7 +38,7 @@ test_unknown_board_denied if {
 
 test_config_without_board_has_no_vram_floor if {
 	job := {"id": "a", "kind": "training", "config": "pong", "roles": [object.union(trainer, {"memory_mb": 8000})]}
-	admission.allow with input as {"work": job, "cluster": {"nodes": [g5]}}
+	admission.allow with input as {"work": job, "cluster": cluster([g5])}
 }
 
 test_placement_on_small_gpu_denied if {

@@ -3,7 +3,6 @@ package policy
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 
@@ -29,13 +29,13 @@ type Engine struct {
 	params   params.Params
 	query    rego.PreparedEvalQuery
 	order    rego.PreparedEvalQuery
-	// lastCluster caches the AST of the latest cluster summary: decisions
-	// come in bursts against the same fleet state, and building the
-	// cluster's AST is a large share of a decision.
-	lastCluster atomic.Pointer[clusterTerm]
+	// lastCluster and lastUsage cache the latest cluster and usage terms
+	// by content hash (see input).
+	lastCluster atomic.Pointer[cachedTerm]
+	lastUsage   atomic.Pointer[cachedTerm]
 }
 
-type clusterTerm struct {
+type cachedTerm struct {
 	sum  [32]byte
 	term *ast.Term
 }
@@ -128,7 +128,9 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	rs, err := e.query.Eval(ctx, rego.EvalParsedInput(val))
+	// No OPA metrics: a fresh set of timers per decision was measurable
+	// and nothing reads them.
+	rs, err := e.query.Eval(ctx, rego.EvalParsedInput(val), rego.EvalMetrics(metrics.NoOp()))
 	if err != nil {
 		return Decision{}, fmt.Errorf("evaluate %s (revision %s): %w", Query, e.revision, err)
 	}
@@ -173,29 +175,35 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	return d, nil
 }
 
-// input builds the AST input (reusing the cached cluster) and the input
-// hash: SHA-256 over the JSON of the cluster, then the rest.
+// input builds the AST input and the input hash. The cluster and usage
+// terms are reused while their content is unchanged: decisions come in
+// bursts against the same fleet and usage, and building those terms is a
+// large share of a decision. The hash is SHA-256 over a binary encoding of
+// every input field (see hash.go); only its first 16 bytes are kept.
 func (e *Engine) input(in *Input) (ast.Value, string, error) {
-	craw, err := json.Marshal(in.Cluster)
-	if err != nil {
-		return nil, "", fmt.Errorf("encode admission input cluster: %w", err)
+	if err := checkFinite(in); err != nil {
+		return nil, "", fmt.Errorf("admission input: %w", err)
 	}
-	rest := *in
-	rest.Cluster = Cluster{}
-	raw, err := json.Marshal(rest)
-	if err != nil {
-		return nil, "", fmt.Errorf("encode admission input: %w", err)
-	}
-	csum := sha256.Sum256(craw)
+	enc := getEncoder()
+	defer putEncoder(enc)
+	csum := enc.sum(func(b []byte) []byte { return appendCluster(b, &in.Cluster) })
 	ct := e.lastCluster.Load()
 	if ct == nil || ct.sum != csum {
-		ct = &clusterTerm{sum: csum, term: clusterValue(in.Cluster)}
+		ct = &cachedTerm{sum: csum, term: clusterValue(in.Cluster)}
 		e.lastCluster.Store(ct)
 	}
-	h := sha256.New()
-	h.Write(csum[:])
-	h.Write(raw)
-	return in.value(ct.term), hex.EncodeToString(h.Sum(nil)[:16]), nil
+	usum := enc.sum(func(b []byte) []byte { return appendUsage(b, &in.Usage) })
+	ut := e.lastUsage.Load()
+	if ut == nil || ut.sum != usum {
+		ut = &cachedTerm{sum: usum, term: usageValue(in.Usage)}
+		e.lastUsage.Store(ut)
+	}
+	h := enc.sum(func(b []byte) []byte {
+		b = append(append(b, csum[:]...), usum[:]...)
+		b = appendWork(b, &in.Work)
+		return appendPlacement(b, in.Placement)
+	})
+	return in.value(ct.term, ut.term), hex.EncodeToString(h[:16]), nil
 }
 
 // ProviderOrder ranks the cluster's providers for the input's work kind

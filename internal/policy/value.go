@@ -1,145 +1,277 @@
 package policy
 
 import (
+	"cmp"
+	"math"
+	"slices"
 	"sort"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 )
 
-// value builds the input's AST directly, mirroring its JSON encoding
-// (omitempty fields left out). Going through JSON text and OPA's decoder
-// cost more than the policy evaluation itself.
-// cluster is the prebuilt term of in.Cluster (see clusterValue).
-func (in *Input) value(cluster *ast.Term) ast.Value {
-	o := ast.NewObject(
-		ast.Item(ast.StringTerm("work"), ast.NewTerm(in.Work.value())),
-		ast.Item(ast.StringTerm("cluster"), cluster),
-		ast.Item(ast.StringTerm("usage"), ast.NewTerm(in.Usage.value())),
-	)
+// The input's AST is built directly, mirroring its JSON encoding (omitempty
+// fields left out): going through JSON text and OPA's decoder cost more
+// than the policy evaluation itself. The engine adds two pre-aggregated
+// documents the JSON does not have, input.cluster.summary (summaryTerm) and
+// input.usage.tier1_share_by_config (usageValue). Object keys are shared
+// terms and small numbers interned, which halves the allocations of a
+// decision's input.
+
+// value is the input document; cluster and usage are the prebuilt terms of
+// in.Cluster and in.Usage (clusterValue, usageValue), cached by the engine.
+func (in *Input) value(cluster, usage *ast.Term) ast.Value {
+	items := [][2]*ast.Term{
+		{key("work"), ast.NewTerm(in.Work.value())},
+		{key("cluster"), cluster},
+		{key("usage"), usage},
+	}
 	if len(in.Placement) > 0 {
 		ts := make([]*ast.Term, len(in.Placement))
 		for i, p := range in.Placement {
-			po := ast.NewObject(
-				ast.Item(ast.StringTerm("node"), ast.StringTerm(p.Node)),
-				ast.Item(ast.StringTerm("role"), ast.StringTerm(p.Role)),
-				ast.Item(ast.StringTerm("cpus"), ast.FloatNumberTerm(p.CPUs)),
-				ast.Item(ast.StringTerm("memory_mb"), ast.IntNumberTerm(int(p.MemoryMB))),
-			)
+			po := [][2]*ast.Term{
+				{key("node"), ast.StringTerm(p.Node)},
+				{key("role"), ast.StringTerm(p.Role)},
+				{key("cpus"), floatTerm(p.CPUs)},
+				{key("memory_mb"), intTerm(p.MemoryMB)},
+			}
 			if p.Count != 0 {
-				po.Insert(ast.StringTerm("count"), ast.IntNumberTerm(p.Count))
+				po = append(po, [2]*ast.Term{key("count"), intTerm(p.Count)})
 			}
 			if len(p.GPUs) > 0 {
 				gs := make([]*ast.Term, len(p.GPUs))
 				for j, g := range p.GPUs {
 					gs[j] = ast.ObjectTerm(
-						ast.Item(ast.StringTerm("index"), ast.IntNumberTerm(g.Index)),
-						ast.Item(ast.StringTerm("share"), ast.FloatNumberTerm(g.Share)),
+						[2]*ast.Term{key("index"), intTerm(g.Index)},
+						[2]*ast.Term{key("share"), floatTerm(g.Share)},
 					)
 				}
-				po.Insert(ast.StringTerm("gpus"), ast.ArrayTerm(gs...))
+				po = append(po, [2]*ast.Term{key("gpus"), ast.ArrayTerm(gs...)})
 			}
-			ts[i] = ast.NewTerm(po)
+			ts[i] = ast.ObjectTerm(po...)
 		}
-		o.Insert(ast.StringTerm("placement"), ast.ArrayTerm(ts...))
+		items = append(items, [2]*ast.Term{key("placement"), ast.ArrayTerm(ts...)})
 	}
-	return o
+	return ast.NewObject(items...)
 }
 
 func (w *Work) value() ast.Object {
-	o := ast.NewObject(
-		ast.Item(ast.StringTerm("id"), ast.StringTerm(w.ID)),
-		ast.Item(ast.StringTerm("kind"), ast.StringTerm(w.Kind)),
-		ast.Item(ast.StringTerm("priority"), ast.IntNumberTerm(w.Priority)),
-		ast.Item(ast.StringTerm("waiting_seconds"), ast.IntNumberTerm(int(w.WaitingSeconds))),
+	items := make([][2]*ast.Term, 0, 8)
+	items = append(items,
+		[2]*ast.Term{key("id"), ast.StringTerm(w.ID)},
+		[2]*ast.Term{key("kind"), ast.StringTerm(w.Kind)},
+		[2]*ast.Term{key("priority"), intTerm(w.Priority)},
+		[2]*ast.Term{key("waiting_seconds"), intTerm(w.WaitingSeconds)},
 	)
 	if w.Config != "" {
-		o.Insert(ast.StringTerm("config"), ast.StringTerm(w.Config))
+		items = append(items, [2]*ast.Term{key("config"), ast.StringTerm(w.Config)})
 	}
 	if w.Board != "" {
-		o.Insert(ast.StringTerm("board"), ast.StringTerm(w.Board))
+		items = append(items, [2]*ast.Term{key("board"), ast.StringTerm(w.Board)})
 	}
 	roles := make([]*ast.Term, len(w.Roles))
 	for i, r := range w.Roles {
-		ro := ast.NewObject(
-			ast.Item(ast.StringTerm("name"), ast.StringTerm(r.Name)),
-			ast.Item(ast.StringTerm("count"), ast.IntNumberTerm(r.Count)),
-			ast.Item(ast.StringTerm("cpus"), ast.FloatNumberTerm(r.CPUs)),
-			ast.Item(ast.StringTerm("gpus"), ast.FloatNumberTerm(r.GPUs)),
-			ast.Item(ast.StringTerm("memory_mb"), ast.IntNumberTerm(int(r.MemoryMB))),
-		)
-		if r.MinVRAMMB != 0 {
-			ro.Insert(ast.StringTerm("min_vram_mb"), ast.IntNumberTerm(r.MinVRAMMB))
+		ro := [][2]*ast.Term{
+			{key("name"), ast.StringTerm(r.Name)},
+			{key("count"), intTerm(r.Count)},
+			{key("cpus"), floatTerm(r.CPUs)},
+			{key("gpus"), floatTerm(r.GPUs)},
+			{key("memory_mb"), intTerm(r.MemoryMB)},
 		}
-		roles[i] = ast.NewTerm(ro)
+		if r.MinVRAMMB != 0 {
+			ro = append(ro, [2]*ast.Term{key("min_vram_mb"), intTerm(r.MinVRAMMB)})
+		}
+		roles[i] = ast.ObjectTerm(ro...)
 	}
-	o.Insert(ast.StringTerm("roles"), arrayOrNull(roles, w.Roles == nil))
+	items = append(items, [2]*ast.Term{key("roles"), arrayOrNull(roles, w.Roles == nil)})
 	if w.Providers != nil {
-		po := ast.NewObject()
+		var po [][2]*ast.Term
 		if len(w.Providers.Prefer) > 0 {
-			po.Insert(ast.StringTerm("prefer"), stringsTerm(w.Providers.Prefer))
+			po = append(po, [2]*ast.Term{key("prefer"), stringsTerm(w.Providers.Prefer)})
 		}
 		if len(w.Providers.Avoid) > 0 {
-			po.Insert(ast.StringTerm("avoid"), stringsTerm(w.Providers.Avoid))
+			po = append(po, [2]*ast.Term{key("avoid"), stringsTerm(w.Providers.Avoid)})
 		}
-		o.Insert(ast.StringTerm("providers"), ast.NewTerm(po))
+		items = append(items, [2]*ast.Term{key("providers"), ast.ObjectTerm(po...)})
 	}
-	return o
+	return ast.NewObject(items...)
 }
 
+// clusterValue is the cluster document: the nodes as given plus a summary
+// aggregated here, once per fleet state, so that the admission rules read a
+// few numbers instead of scanning every node and GPU on each decision.
 func clusterValue(c Cluster) *ast.Term {
-	return ast.ObjectTerm(ast.Item(ast.StringTerm("nodes"), nodesTerm(c.Nodes)))
+	return ast.ObjectTerm(
+		[2]*ast.Term{key("nodes"), nodesTerm(c.Nodes)},
+		[2]*ast.Term{key("summary"), summaryTerm(c.Nodes)},
+	)
+}
+
+// summaryTerm is input.cluster.summary:
+//
+//	max_gpu_vram_mb  largest GPU of any node (0 without GPUs)
+//	gpus             GPUs in the cluster
+//	shapes           node capacities no other node beats in both CPUs and
+//	                 memory, as {cpus, memory_mb}, fewest CPUs first: a role
+//	                 that fits some node fits one of these
+//	providers        distinct non-empty providers, sorted
+//
+// It only condenses the nodes; everything that depends on policy data
+// (reserved GPUs, capacity share, tiers) stays in Rego. fixtures_test.rego
+// computes the same document for the Rego tests (TestSummaryMatchesRego).
+func summaryTerm(nodes []Node) *ast.Term {
+	maxVRAM, gpus := 0, 0
+	providers := make([]string, 0, 4)
+	for _, n := range nodes {
+		for _, g := range n.GPUs {
+			maxVRAM = max(maxVRAM, g.VRAMMB)
+		}
+		gpus += len(n.GPUs)
+		if n.Provider != "" && !slices.Contains(providers, n.Provider) {
+			providers = append(providers, n.Provider)
+		}
+	}
+	sort.Strings(providers)
+	return ast.ObjectTerm(
+		[2]*ast.Term{key("max_gpu_vram_mb"), intTerm(maxVRAM)},
+		[2]*ast.Term{key("gpus"), intTerm(gpus)},
+		[2]*ast.Term{key("shapes"), shapesTerm(nodes)},
+		[2]*ast.Term{key("providers"), stringsTerm(providers)},
+	)
+}
+
+// shapesTerm keeps the Pareto-maximal (CPUs, memory) node capacities.
+func shapesTerm(nodes []Node) *ast.Term {
+	type shape struct {
+		cpus float64
+		mem  int64
+	}
+	all := make([]shape, len(nodes))
+	for i, n := range nodes {
+		all[i] = shape{n.CPUs, n.MemoryMB}
+	}
+	// Most CPUs first (then most memory): a shape survives when it has more
+	// memory than every shape before it, which all have at least its CPUs.
+	slices.SortFunc(all, func(a, b shape) int {
+		if c := cmp.Compare(b.cpus, a.cpus); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.mem, a.mem)
+	})
+	var keep []shape
+	for _, s := range all {
+		if len(keep) == 0 || s.mem > keep[len(keep)-1].mem {
+			keep = append(keep, s)
+		}
+	}
+	ts := make([]*ast.Term, len(keep))
+	for i, s := range keep {
+		ts[len(keep)-1-i] = ast.ObjectTerm(
+			[2]*ast.Term{key("cpus"), floatTerm(s.cpus)},
+			[2]*ast.Term{key("memory_mb"), intTerm(s.mem)},
+		)
+	}
+	return ast.ArrayTerm(ts...)
 }
 
 func nodesTerm(nodes []Node) *ast.Term {
 	ts := make([]*ast.Term, len(nodes))
 	for i, n := range nodes {
-		no := ast.NewObject(
-			ast.Item(ast.StringTerm("name"), ast.StringTerm(n.Name)),
-			ast.Item(ast.StringTerm("cpus"), ast.FloatNumberTerm(n.CPUs)),
-			ast.Item(ast.StringTerm("memory_mb"), ast.IntNumberTerm(int(n.MemoryMB))),
-			ast.Item(ast.StringTerm("used"), ast.ObjectTerm(
-				ast.Item(ast.StringTerm("cpus"), ast.FloatNumberTerm(n.Used.CPUs)),
-				ast.Item(ast.StringTerm("memory_mb"), ast.IntNumberTerm(int(n.Used.MemoryMB))),
-			)),
-		)
+		no := [][2]*ast.Term{
+			{key("name"), ast.StringTerm(n.Name)},
+			{key("cpus"), floatTerm(n.CPUs)},
+			{key("memory_mb"), intTerm(n.MemoryMB)},
+			{key("used"), ast.ObjectTerm(
+				[2]*ast.Term{key("cpus"), floatTerm(n.Used.CPUs)},
+				[2]*ast.Term{key("memory_mb"), intTerm(n.Used.MemoryMB)},
+			)},
+		}
 		if n.Provider != "" {
-			no.Insert(ast.StringTerm("provider"), ast.StringTerm(n.Provider))
+			no = append(no, [2]*ast.Term{key("provider"), ast.StringTerm(n.Provider)})
 		}
 		if n.Ephemeral {
-			no.Insert(ast.StringTerm("ephemeral"), ast.BooleanTerm(true))
+			no = append(no, [2]*ast.Term{key("ephemeral"), ast.BooleanTerm(true)})
 		}
 		if len(n.GPUs) > 0 {
 			gs := make([]*ast.Term, len(n.GPUs))
 			for j, g := range n.GPUs {
 				gs[j] = ast.ObjectTerm(
-					ast.Item(ast.StringTerm("index"), ast.IntNumberTerm(g.Index)),
-					ast.Item(ast.StringTerm("vram_mb"), ast.IntNumberTerm(g.VRAMMB)),
+					[2]*ast.Term{key("index"), intTerm(g.Index)},
+					[2]*ast.Term{key("vram_mb"), intTerm(g.VRAMMB)},
 				)
 			}
-			no.Insert(ast.StringTerm("gpus"), ast.ArrayTerm(gs...))
+			no = append(no, [2]*ast.Term{key("gpus"), ast.ArrayTerm(gs...)})
 		}
-		ts[i] = ast.NewTerm(no)
+		ts[i] = ast.ObjectTerm(no...)
 	}
 	return arrayOrNull(ts, nodes == nil)
 }
 
-func (u *Usage) value() ast.Object {
-	o := ast.NewObject(ast.Item(ast.StringTerm("tier1_capacity_seconds"), ast.FloatNumberTerm(u.Tier1CapacitySeconds)))
+// usageValue is the usage document plus tier1_share_by_config, each
+// config's Tier-1 GPU seconds over the capacity (when there is capacity):
+// dividing in Go spares the quota rule OPA's arbitrary-precision division,
+// the costliest step of a decision.
+func usageValue(u Usage) *ast.Term {
+	items := [][2]*ast.Term{{key("tier1_capacity_seconds"), floatTerm(u.Tier1CapacitySeconds)}}
 	if len(u.Tier1GPUSecondsByConfig) > 0 {
-		m := ast.NewObject()
-		for _, k := range sortedKeys(u.Tier1GPUSecondsByConfig) {
-			m.Insert(ast.StringTerm(k), ast.FloatNumberTerm(u.Tier1GPUSecondsByConfig[k]))
+		ks := sortedKeys(u.Tier1GPUSecondsByConfig)
+		secs := make([][2]*ast.Term, len(ks))
+		var shares [][2]*ast.Term
+		for i, k := range ks {
+			secs[i] = [2]*ast.Term{ast.StringTerm(k), floatTerm(u.Tier1GPUSecondsByConfig[k])}
+			if u.Tier1CapacitySeconds > 0 {
+				shares = append(shares, [2]*ast.Term{secs[i][0], floatTerm(u.Tier1GPUSecondsByConfig[k] / u.Tier1CapacitySeconds)})
+			}
 		}
-		o.Insert(ast.StringTerm("tier1_gpu_seconds_by_config"), ast.NewTerm(m))
+		items = append(items, [2]*ast.Term{key("tier1_gpu_seconds_by_config"), ast.ObjectTerm(secs...)})
+		if shares != nil {
+			items = append(items, [2]*ast.Term{key("tier1_share_by_config"), ast.ObjectTerm(shares...)})
+		}
 	}
 	if len(u.RunningTrainingByConfig) > 0 {
-		m := ast.NewObject()
-		for _, k := range sortedKeys(u.RunningTrainingByConfig) {
-			m.Insert(ast.StringTerm(k), ast.IntNumberTerm(u.RunningTrainingByConfig[k]))
+		ks := sortedKeys(u.RunningTrainingByConfig)
+		m := make([][2]*ast.Term, len(ks))
+		for i, k := range ks {
+			m[i] = [2]*ast.Term{ast.StringTerm(k), intTerm(u.RunningTrainingByConfig[k])}
 		}
-		o.Insert(ast.StringTerm("running_training_by_config"), ast.NewTerm(m))
+		items = append(items, [2]*ast.Term{key("running_training_by_config"), ast.ObjectTerm(m...)})
 	}
-	return o
+	return ast.ObjectTerm(items...)
+}
+
+// keyTerms are the input's object keys, shared by every decision (OPA never
+// modifies input terms).
+var keyTerms = func() map[string]*ast.Term {
+	m := map[string]*ast.Term{}
+	for _, k := range []string{
+		"work", "cluster", "usage", "placement",
+		"id", "kind", "config", "board", "priority", "waiting_seconds", "roles", "providers", "prefer", "avoid",
+		"name", "count", "cpus", "gpus", "memory_mb", "min_vram_mb",
+		"nodes", "summary", "provider", "ephemeral", "used", "index", "vram_mb",
+		"max_gpu_vram_mb", "shapes",
+		"tier1_capacity_seconds", "tier1_gpu_seconds_by_config", "tier1_share_by_config", "running_training_by_config",
+		"node", "role", "share",
+	} {
+		m[k] = ast.StringTerm(k)
+	}
+	return m
+}()
+
+func key(k string) *ast.Term {
+	if t, ok := keyTerms[k]; ok {
+		return t
+	}
+	return ast.StringTerm(k)
+}
+
+func intTerm[T int | int64](n T) *ast.Term { return ast.InternedTerm(int(n)) }
+
+// floatTerm writes whole numbers as integers (as encoding/json does, and
+// interned when small); others as FloatNumberTerm.
+func floatTerm(f float64) *ast.Term {
+	if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+		return ast.InternedTerm(int(f))
+	}
+	return ast.FloatNumberTerm(f)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
