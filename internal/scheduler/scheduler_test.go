@@ -38,6 +38,9 @@ func TestStrategies(t *testing.T) {
 				if got := distinct(nodesOf(p)); got != tt.distinct {
 					t.Errorf("used %d nodes %v, want %d", got, nodesOf(p), tt.distinct)
 				}
+			} else if len(p.Assignments) != 0 {
+				// All-or-nothing: a group that cannot be placed whole keeps no member.
+				t.Errorf("failed group kept assignments %+v", p.Assignments)
 			}
 		})
 	}
@@ -74,6 +77,14 @@ func TestStrictGangFailureLeavesNothingPlaced(t *testing.T) {
 		t.Fatalf("waiting = %+v, want the gang", r.Waiting)
 	}
 	mustStatus(t, r.Waiting[0], Waiting)
+	// Nothing of the gang stays placed: no assignments, and the caller's
+	// nodes are untouched (a and b stay empty, c keeps only "old").
+	if len(r.Waiting[0].Assignments) != 0 {
+		t.Errorf("waiting gang kept assignments %+v", r.Waiting[0].Assignments)
+	}
+	if len(nodes[0].Allocations)+len(nodes[1].Allocations) != 0 || len(nodes[2].Allocations) != 1 {
+		t.Errorf("Schedule changed the nodes: %+v", nodes)
+	}
 	if len(r.Placed) != 1 || r.Placed[0].WorkID != "big" {
 		t.Fatalf("placed = %+v, want big on the nodes the gang released", r.Placed)
 	}
