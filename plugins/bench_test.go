@@ -7,23 +7,24 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/trainyard/trainyard/internal/envs"
 	"github.com/trainyard/trainyard/internal/envs/native"
 	"github.com/trainyard/trainyard/plugins/plugintest"
 )
 
-// nativeRate holds native CartPole steps/s per batch size, measured first in
-// the same run so the WASM cases can report their ratio to it.
-var nativeRate = map[int]float64{}
-
 // BenchmarkCartPole prints env-steps/s side by side: native Go, then the
 // Go-built and AssemblyScript plugins with the sandbox on, single-step and
-// batched: in process (wazero interruption + watchdog) and in a worker
-// process (no interruption checks, killed at the deadline); then, to show
-// what interruption costs, in process with it switched off (not a sandbox
-// we would run) and with a context per call instead of the watchdog.
-// x_native is the ratio to native at the same batch size.
+// batched: in process (the default: instrumented module + watchdog,
+// interrupt.go) and in a worker process (no interruption checks, killed at
+// the deadline); then, to show what interruption costs, in process with
+// wazero's own checks (WithCloseOnContextDone, the previous default) and
+// with interruption off (not a sandbox we would run).
+//
+// x_native is the ratio to native CartPole (internal/envs/native, the same
+// dynamics) at the same batch size, measured interleaved with the plugin in
+// rounds of a few ms, so a loaded machine slows both sides alike.
 func BenchmarkCartPole(b *testing.B) {
 	ctx := context.Background()
 	goWasm := plugintest.BuildGo(b, "./plugins/examples/cartpole")
@@ -34,20 +35,23 @@ func BenchmarkCartPole(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer off.Close(ctx)
-	perCall, err := NewRuntime(ctx, RuntimeConfig{ctxDeadline: true})
+	checks, err := NewRuntime(ctx, RuntimeConfig{wazeroChecks: true})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer perCall.Close(ctx)
+	defer checks.Close(ctx)
 	sizes := []int{1, 64, 1024}
+	newNative := func(b *testing.B, n int) envs.VecEnv {
+		env, err := native.New("CartPole-v1", n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return env
+	}
 
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("native/n=%d", n), func(b *testing.B) {
-			env, err := native.New("CartPole-v1", n)
-			if err != nil {
-				b.Fatal(err)
-			}
-			nativeRate[n] = benchEnv(b, env, 0)
+			benchEnv(b, newNative(b, n), nil)
 		})
 	}
 	cases := []struct {
@@ -60,10 +64,10 @@ func BenchmarkCartPole(b *testing.B) {
 		{"as-wasm", rt, asWasm, false},
 		{"go-wasm-worker", rt, goWasm, true},
 		{"as-wasm-worker", rt, asWasm, true},
+		{"go-wasm-wazerochecks", checks, goWasm, false},
+		{"as-wasm-wazerochecks", checks, asWasm, false},
 		{"go-wasm-nointerrupt", off, goWasm, false},
 		{"as-wasm-nointerrupt", off, asWasm, false},
-		{"go-wasm-ctxdeadline", perCall, goWasm, false},
-		{"as-wasm-ctxdeadline", perCall, asWasm, false},
 	}
 	for _, c := range cases {
 		m, err := c.rt.Load(ctx, c.wasm, LoadOptions{})
@@ -81,45 +85,87 @@ func BenchmarkCartPole(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				benchEnv(b, v, nativeRate[n])
+				benchEnv(b, v, newNative(b, n))
 			})
 		}
 		m.Close(ctx)
 	}
 }
 
-// benchEnv steps env b.N times with random valid actions and reports
-// steps/s, ns/step and, when native > 0, the ratio x_native.
-func benchEnv(b *testing.B, env envs.VecEnv, native float64) float64 {
-	defer env.Close()
+// stepper steps one env with random valid actions.
+type stepper struct {
+	env  envs.VecEnv
+	bt   *batch
+	acts [][]float32
+	i    int
+}
+
+func newStepper(b *testing.B, env envs.VecEnv) *stepper {
 	sp, n := env.Spec(), env.NumEnvs()
-	bt := newBatch(env, sp.Observation.Dim(), sp.Action.Dim())
+	s := &stepper{env: env, bt: newBatch(env, sp.Observation.Dim(), sp.Action.Dim())}
 	rng := rand.New(rand.NewPCG(1, 2))
 	const patterns = 8
-	acts := make([][]float32, patterns)
-	for i := range acts {
-		acts[i] = make([]float32, n)
-		for j := range acts[i] {
-			acts[i][j] = float32(rng.IntN(2))
+	s.acts = make([][]float32, patterns)
+	for i := range s.acts {
+		s.acts[i] = make([]float32, n)
+		for j := range s.acts[i] {
+			s.acts[i][j] = float32(rng.IntN(2))
 		}
 	}
-	if err := env.Reset(1, bt.obs); err != nil {
+	if err := env.Reset(1, s.bt.obs); err != nil {
 		b.Fatal(err)
 	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if err := env.Step(acts[i%patterns], bt.obs, bt.rew, bt.term, bt.trunc, bt.fin); err != nil {
+	return s
+}
+
+// run steps k times and returns how long that took.
+func (s *stepper) run(b *testing.B, k int) time.Duration {
+	bt := s.bt
+	start := time.Now()
+	for j := 0; j < k; j++ {
+		s.i++
+		if err := s.env.Step(s.acts[s.i%len(s.acts)], bt.obs, bt.rew, bt.term, bt.trunc, bt.fin); err != nil {
 			b.Fatal(err)
 		}
 	}
+	return time.Since(start)
+}
+
+// benchEnv steps env b.N times with random valid actions and reports
+// steps/s and ns/step. With a reference env it also steps that one, in
+// alternating rounds of about the same number of env-steps, and reports
+// its rate (native_steps/s) and the ratio x_native.
+func benchEnv(b *testing.B, env, ref envs.VecEnv) {
+	defer env.Close()
+	n := env.NumEnvs()
+	s := newStepper(b, env)
+	var r *stepper
+	if ref != nil {
+		defer ref.Close()
+		r = newStepper(b, ref)
+	}
+	round := max(1, 4096/n) // calls per round: ~4096 env-steps
+	var took, refTook time.Duration
+	var refSteps int
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		k := min(round, b.N-done)
+		took += s.run(b, k)
+		done += k
+		if r != nil {
+			refTook += r.run(b, k)
+			refSteps += k
+		}
+	}
 	b.StopTimer()
-	rate := float64(b.N) * float64(n) / b.Elapsed().Seconds()
+	rate := float64(b.N) * float64(n) / took.Seconds()
 	b.ReportMetric(rate, "steps/s")
 	b.ReportMetric(1e9/rate, "ns/step")
-	if native > 0 {
-		b.ReportMetric(rate/native, "x_native")
+	if r != nil {
+		refRate := float64(refSteps) * float64(n) / refTook.Seconds()
+		b.ReportMetric(refRate, "native_steps/s")
+		b.ReportMetric(rate/refRate, "x_native")
 	}
-	return rate
 }
 
 // BenchmarkPipeRoundTrip measures one request/response through another

@@ -79,6 +79,24 @@ func TestHostileStructural(t *testing.T) {
 			m.funcs = append(m.funcs, wfunc{name: "_initialize", body: opLoopForever})
 			return m.encode()
 		}(), ErrTimeout, []string{"_initialize", "limit 2s"}},
+		{"infinite loop in the start section", func() []byte {
+			m := handmadeEnv(nil)
+			m.funcs = append(m.funcs, wfunc{name: "spin", body: opLoopForever})
+			m.start = "spin"
+			return m.encode()
+		}(), ErrTimeout, []string{"start", "limit 2s"}},
+		{"exponential recursion without loops in step", func() []byte {
+			m := handmadeEnv(func(n string, f *wfunc) {
+				if n == "step_batch" {
+					f.body = cat(i32c(64), []byte{0x10, 7}, i32c(0)) // rec(64); 0
+				}
+			})
+			// func 7: rec(n) { if n == 0 { return }; rec(n-1); rec(n-1) }
+			dec := []byte{0x20, 0x00, 0x41, 0x01, 0x6b, 0x10, 0x07}
+			m.funcs = append(m.funcs, wfunc{name: "rec", params: []byte{i32},
+				body: cat([]byte{0x20, 0x00, 0x45, 0x04, 0x40, 0x0f, 0x0b}, dec, dec)})
+			return m.encode()
+		}(), ErrTimeout, []string{"step_batch", "limit 1s"}},
 		{"infinite loop in step", handmadeEnv(func(n string, f *wfunc) {
 			if n == "step_batch" {
 				f.body = opLoopForever

@@ -105,18 +105,53 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		_ = mod.Close(ctx)
 		return nil, &CallError{Plugin: m.label, Call: "instantiate", Err: fmt.Errorf("%w: memory", ErrMissingExport)}
 	}
-	if m.hasInit {
-		// Go's c-shared runtime initialization (and package init functions).
-		if _, err := mod.ExportedFunction("_initialize").Call(ictx); err != nil {
+	var stop api.MutableGlobal
+	if m.instrumented {
+		g, ok := mod.ExportedGlobal(interruptGlobal).(api.MutableGlobal)
+		if !ok {
 			_ = mod.Close(ctx)
-			return nil, in.classify("_initialize", err, time.Since(start), m.limits.InitTimeout)
+			return nil, &CallError{Plugin: m.label, Call: "instantiate", Err: fmt.Errorf("%w: instrumented module lacks %s", ErrProtocol, interruptGlobal)}
 		}
+		stop = g
 	}
 	for i, name := range fnNames {
 		in.fns[i] = mod.ExportedFunction(name)
 	}
-	in.dl = m.rt.wd.register()
+	in.dl = m.rt.wd.register(stop)
+	// The start function (moved out of instantiation by instrument) and Go's
+	// c-shared runtime initialization run under the watchdog.
+	for _, name := range []string{startExport, "_initialize"} {
+		if name == startExport && (!m.instrumented || mod.ExportedFunction(startExport) == nil) || name == "_initialize" && !m.hasInit {
+			continue
+		}
+		if err := in.callInit(ictx, name); err != nil {
+			call := name
+			if name == startExport {
+				call = "start"
+			}
+			err = in.classify(call, err, time.Since(start), m.limits.InitTimeout)
+			in.close()
+			return nil, err
+		}
+	}
 	return in, nil
+}
+
+// callInit calls an export with no parameters under the init deadline.
+func (in *instance) callInit(ctx context.Context, name string) error {
+	f := in.mod.ExportedFunction(name)
+	if f == nil {
+		return fmt.Errorf("%w: %s", ErrMissingExport, name)
+	}
+	if in.m.rt.cfg.ctxDeadline || !in.m.instrumented {
+		_, err := f.Call(ctx) // ctx carries the init timeout; wazero's checks or none
+		return err
+	}
+	wd := in.m.rt.wd
+	wd.arm(in.dl, in.m.limits.InitTimeout)
+	_, err := f.Call(in.dl.ctx)
+	wd.disarm(in.dl)
+	return err
 }
 
 func (in *instance) close() {

@@ -38,8 +38,11 @@ type Module struct {
 	meta     Metadata
 	label    string
 	hasInit  bool // exports _initialize (Go c-shared)
-	wasm     []byte
-	granted  int // host functions granted at Load
+	// instrumented: compiled from instrument's rewrite (interrupted through
+	// its global); otherwise with wazero's checks unless noInterrupt.
+	instrumented bool
+	wasm         []byte
+	granted      int // host functions granted at Load
 
 	pool chan *instance
 
@@ -80,26 +83,29 @@ func (r *Runtime) Load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 		return nil, fmt.Errorf("load plugin %s: runtime %w", m.label, ErrClosed)
 	}
 
-	cfg := wazero.NewRuntimeConfigCompiler().
-		WithCompilationCache(r.cache).
-		WithMemoryLimitPages(l.MemoryPages).
-		WithCloseOnContextDone(!r.cfg.noInterrupt)
-	m.wr = wazero.NewRuntimeWithConfig(ctx, cfg)
+	m.wasm, m.granted = wasm, len(opts.HostFuncs)
+	code := wasm
+	if r.cfg.instrumented() {
+		if iw, err := instrument(wasm); err == nil {
+			code, m.instrumented = iw, true
+		}
+	}
 	ok := false
 	defer func() {
-		if !ok {
+		if !ok && m.wr != nil {
 			_ = m.wr.Close(ctx)
 		}
 	}()
-
-	m.wasm, m.granted = wasm, len(opts.HostFuncs)
-	granted, err := m.instantiateHost(ctx, opts.HostFuncs)
-	if err != nil {
-		return nil, fmt.Errorf("load plugin %s: %w", m.label, err)
+	granted, err := m.compile(ctx, code, opts.HostFuncs)
+	if err != nil && m.instrumented {
+		// A rewriting this package got wrong must not reject a module
+		// wazero accepts: fall back to wazero's own checks.
+		_ = m.wr.Close(ctx)
+		m.instrumented = false
+		granted, err = m.compile(ctx, wasm, opts.HostFuncs)
 	}
-	m.compiled, err = m.wr.CompileModule(ctx, wasm)
 	if err != nil {
-		return nil, invalid(m.label, fmt.Errorf("%w: %v", ErrCompile, err))
+		return nil, err
 	}
 	if err := m.checkImports(granted); err != nil {
 		return nil, invalid(m.label, err)
@@ -139,6 +145,25 @@ func (r *Runtime) Load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 	r.mu.Unlock()
 	ok = true
 	return m, nil
+}
+
+// compile creates the module's wazero runtime with the sandbox's host
+// modules and compiles code in it.
+func (m *Module) compile(ctx context.Context, code []byte, funcs []HostFunc) (map[string]bool, error) {
+	cfg := wazero.NewRuntimeConfigCompiler().
+		WithCompilationCache(m.rt.cache).
+		WithMemoryLimitPages(m.limits.MemoryPages).
+		WithCloseOnContextDone(!m.rt.cfg.noInterrupt && !m.instrumented)
+	m.wr = wazero.NewRuntimeWithConfig(ctx, cfg)
+	granted, err := m.instantiateHost(ctx, funcs)
+	if err != nil {
+		return nil, fmt.Errorf("load plugin %s: %w", m.label, err)
+	}
+	m.compiled, err = m.wr.CompileModule(ctx, code)
+	if err != nil {
+		return nil, invalid(m.label, fmt.Errorf("%w: %v", ErrCompile, err))
+	}
+	return granted, nil
 }
 
 func head(b []byte, n int) []byte {

@@ -27,12 +27,21 @@ type RuntimeConfig struct {
 	// is interrupted at most one tick after its deadline.
 	WatchdogTick time.Duration
 
-	// noInterrupt compiles without wazero's termination checks: calls can
-	// then not be interrupted. Only benchmarks set it, to measure the cost.
+	// noInterrupt compiles without any interruption: calls can then not be
+	// interrupted. Worker processes (killed at the deadline instead) and
+	// benchmarks set it.
 	noInterrupt bool
+	// wazeroChecks interrupts with wazero's WithCloseOnContextDone instead
+	// of instrumenting the module (interrupt.go); benchmarks compare the two.
+	wazeroChecks bool
 	// ctxDeadline gives each call its own context.WithTimeout instead of the
-	// watchdog; benchmarks compare the two.
+	// watchdog (implies wazeroChecks); benchmarks compare the two.
 	ctxDeadline bool
+}
+
+// instrumented reports whether modules are rewritten for interruption.
+func (c RuntimeConfig) instrumented() bool {
+	return !c.noInterrupt && !c.wazeroChecks && !c.ctxDeadline
 }
 
 // Runtime compiles and runs plugins. It is safe for concurrent use.

@@ -29,6 +29,7 @@ type wmod struct {
 	memPages uint32
 	noMemory bool
 	data     map[uint32][]byte // offset → bytes
+	start    string            // name of the function the start section runs
 }
 
 func uleb(v uint64) []byte { return binary.AppendUvarint(nil, v) }
@@ -98,6 +99,11 @@ func (m wmod) encode() []byte {
 		exps = append(exps, append(wstr("memory"), 0x02, 0x00))
 	}
 	out = append(out, section(7, vec(exps...))...)
+	for i, f := range m.funcs {
+		if m.start != "" && f.name == m.start {
+			out = append(out, section(8, uleb(uint64(len(m.imports)+i)))...)
+		}
+	}
 	out = append(out, section(10, vec(codes...))...)
 	var segs [][]byte
 	for off, b := range m.data {

@@ -5,14 +5,17 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tetratelabs/wazero/api"
 )
 
 // watchdog enforces per-call deadlines without a timer per call: each
 // instance publishes its deadline in an atomic, and one goroutine per
-// runtime cancels the instance's long-lived context once it passes. wazero
-// (WithCloseOnContextDone) then stops the guest at its next loop header or
-// function entry. This keeps a call's extra cost to two atomic stores and a
-// clock read on top of wazero's own per-call goroutine.
+// runtime interrupts the instance once it passes: it sets the instrumented
+// module's interrupt global (the guest traps at its next loop header or
+// call) and cancels the instance's long-lived context (for modules compiled
+// with wazero's WithCloseOnContextDone instead). A call's extra cost is two
+// atomic stores and a clock read.
 type watchdog struct {
 	tick  time.Duration
 	mu    sync.Mutex
@@ -29,6 +32,9 @@ type deadlined struct {
 	expired  atomic.Bool
 	ctx      context.Context
 	cancel   context.CancelFunc
+	// stop is an instrumented module's interrupt global (interrupt.go);
+	// nil when wazero's own checks watch ctx.
+	stop api.MutableGlobal
 }
 
 func newWatchdog(tick time.Duration) *watchdog {
@@ -38,9 +44,9 @@ func newWatchdog(tick time.Duration) *watchdog {
 func (w *watchdog) now() int64 { return int64(time.Since(w.base)) }
 
 // register returns a deadline slot whose ctx is canceled when a call overruns.
-func (w *watchdog) register() *deadlined {
+func (w *watchdog) register(stop api.MutableGlobal) *deadlined {
 	w.start.Do(func() { go w.loop() })
-	d := &deadlined{}
+	d := &deadlined{stop: stop}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	w.mu.Lock()
 	w.set[d] = struct{}{}
@@ -77,6 +83,11 @@ func (w *watchdog) loop() {
 			// is never canceled by mistake.
 			if dl := d.deadline.Load(); dl > 0 && now > dl && d.deadline.CompareAndSwap(dl, -1) {
 				d.expired.Store(true)
+				if d.stop != nil {
+					// Read by the guest's own code at its next loop header
+					// or call: a plain store, like wazero's close flag.
+					d.stop.Set(1)
+				}
 				d.cancel()
 			}
 		}
