@@ -50,8 +50,10 @@ type Run struct {
 	Progress train.RunProgress `json:"progress"`
 	// Live is the latest iteration of the segment in flight, newer than
 	// Progress.Metrics (which grow a segment at a time).
-	Live  *ppo.Metrics `json:"live,omitempty"`
-	Error string       `json:"error,omitempty" doc:"Why the run failed, once failed."`
+	Live *ppo.Metrics `json:"live,omitempty"`
+	// LiveOutput is a command trainer's recent output while it runs.
+	LiveOutput string `json:"live_output,omitempty"`
+	Error      string `json:"error,omitempty" doc:"Why the run failed, once failed."`
 }
 
 // CheckpointInfo is one stored checkpoint.
@@ -129,14 +131,20 @@ func (s *Server) registerRuns() {
 		if err := spec.Validate(); err != nil {
 			return nil, runSpecError(err)
 		}
-		env, err := s.runPlugin(ctx, "body.env", spec.Env, plugins.KindEnv)
-		if err != nil {
-			return nil, err
+		var env pluginstore.Record
+		var ids []string
+		if spec.Env != "" {
+			var err error
+			if env, err = s.runPlugin(ctx, "body.env", spec.Env, plugins.KindEnv); err != nil {
+				return nil, err
+			}
+			ids = append(ids, env.ID)
 		}
-		if _, err := spec.PPOConfig(env.Metadata.Name); err != nil {
-			return nil, runSpecError(err)
+		if spec.Algorithm == training.AlgorithmPPO {
+			if _, err := spec.PPOConfig(env.Metadata.Name); err != nil {
+				return nil, runSpecError(err)
+			}
 		}
-		ids := []string{env.ID}
 		var reward string
 		if spec.Reward != "" {
 			rec, err := s.runPlugin(ctx, "body.reward", spec.Reward, plugins.KindReward)
@@ -238,11 +246,18 @@ func (s *Server) registerRuns() {
 			if !strings.HasPrefix(in.ID, runPrefix) {
 				return nil, huma.Error404NotFound("run " + in.ID + ": not found")
 			}
+			r, err := s.getRun(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			if r.Spec.Algorithm == training.AlgorithmCommand {
+				// The platform cannot see a command's checkpoint boundaries.
+				return nil, huma.Error409Conflict("run " + in.ID + ": " + c.verb + " applies to the built-in learner; stop a command trainer with cancel (its checkpoint dir is synced first)")
+			}
 			if err := s.d.Temporal.SignalWorkflow(ctx, in.ID, "", train.SignalControl, train.RunControl{Action: c.verb}); err != nil {
 				return nil, temporalErr("run "+in.ID, err)
 			}
-			r, err := s.getRun(ctx, in.ID)
-			if err != nil {
+			if r, err = s.getRun(ctx, in.ID); err != nil {
 				return nil, err
 			}
 			return &runOutput{Body: r}, nil
@@ -350,6 +365,10 @@ func (s *Server) getRun(ctx context.Context, id string) (Run, error) {
 			if err := converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &m); err == nil && m.Iteration > 0 {
 				r.Live = &m
 			}
+			var cs training.CommandStatus
+			if err := converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &cs); err == nil && cs.Output != "" {
+				r.LiveOutput = cs.Output
+			}
 		}
 	} else {
 		err := s.d.Temporal.GetWorkflow(ctx, id, "").Get(ctx, &r.Progress)
@@ -411,6 +430,13 @@ func RunLogLines(r Run) []string {
 		out = append(out, fmt.Sprintf("iter %5d  steps %9d  return %8.2f (min %.1f max %.1f, last100 %.2f)  sps %7.0f  pg %.4f  vf %.4f  kl %.5f  ent %.4f",
 			m.Iteration, m.Timesteps, m.EpisodeReturnMean, m.EpisodeReturnMin, m.EpisodeReturnMax, m.RecentReturnMean,
 			m.StepsPerSecond, m.PolicyLoss, m.ValueLoss, m.ApproxKL, m.Entropy))
+	}
+	for _, text := range []string{r.LiveOutput, r.Progress.Output} {
+		for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+			if l != "" {
+				out = append(out, "out      "+l)
+			}
+		}
 	}
 	if r.Progress.Eval != nil {
 		e := r.Progress.Eval

@@ -55,6 +55,6 @@ func Register(w worker.Registry, d Deps) {
 func RegisterAgent(w worker.Registry, dir string, runner *training.Runner) {
 	w.RegisterActivity(&job.AgentActivities{Dir: dir})
 	if runner != nil {
-		w.RegisterActivity(&train.AgentActivities{Runner: runner})
+		w.RegisterActivity(&train.AgentActivities{Runner: runner, Dir: dir})
 	}
 }

@@ -31,14 +31,21 @@ func newRunCmd() *cobra.Command {
 	var hyper []string
 	var detach bool
 	trainCmd := &cobra.Command{
-		Use:   "train --cluster NAME --env PLUGIN [flags]",
+		Use:   "train --cluster NAME (--env PLUGIN | [--gpus N] -- COMMAND [ARGS...]) [flags]",
 		Short: "Submit a training run and follow it with a live progress line (--detach to only submit)",
 		Long: "train submits a run of the built-in PPO learner. --env (and --reward) take an uploaded plugin's\n" +
 			"sha256, name@version or name, or a local .wasm file, which is uploaded first. The seed-000 knobs\n" +
 			"are --workers, --envs-per-worker, --episode-length and --batch-size; other PPO hyper-parameters\n" +
-			"go through --set name=value (learning_rate, gamma, gae_lambda, epochs, hidden=64,64, ...).",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+			"go through --set name=value (learning_rate, gamma, gae_lambda, epochs, hidden=64,64, ...).\n" +
+			"After --, a command is run instead as a bring-your-own trainer with --gpus GPUs and\n" +
+			"$TRAINYARD_CHECKPOINT_DIR, which is synced to S3 and restored before any restart.",
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				spec.Algorithm, spec.Command = "command", args
+			} else if spec.Env == "" {
+				return fmt.Errorf("run train: give --env PLUGIN for the built-in learner, or -- COMMAND for your own trainer")
+			}
 			c, err := cf.client()
 			if err != nil {
 				return err
@@ -72,7 +79,9 @@ func newRunCmd() *cobra.Command {
 	}
 	f := trainCmd.Flags()
 	f.StringVar(&spec.Cluster, "cluster", "", "cluster to train on (required)")
-	f.StringVar(&spec.Env, "env", "", "env plugin: sha256, name@version, name or a .wasm file (required)")
+	f.StringVar(&spec.Env, "env", "", "env plugin: sha256, name@version, name or a .wasm file (required for the built-in learner)")
+	f.IntVar(&spec.GPUs, "gpus", 0, "GPUs for a command trainer (CUDA_VISIBLE_DEVICES)")
+	f.IntVar(&spec.SyncEverySeconds, "sync-every", 0, "seconds between checkpoint-dir syncs of a command trainer (default 30)")
 	f.StringVar(&spec.Reward, "reward", "", "reward-shaping plugin (optional)")
 	f.StringVar(&spec.Name, "name", "", "a label for the run")
 	f.IntVar(&spec.Workers, "workers", 0, "worker threads on the trainer (RAY_WORKERS; default 1)")
@@ -89,7 +98,6 @@ func newRunCmd() *cobra.Command {
 	f.StringArrayVar(&hyper, "set", nil, "PPO hyper-parameter name=value (repeatable)")
 	f.BoolVar(&detach, "detach", false, "print the run id and return at once")
 	_ = trainCmd.MarkFlagRequired("cluster")
-	_ = trainCmd.MarkFlagRequired("env")
 
 	ls := &cobra.Command{
 		Use: "ls", Short: "List training runs", Args: cobra.NoArgs,

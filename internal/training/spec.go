@@ -18,8 +18,11 @@ import (
 	"github.com/trainyard/trainyard/internal/workspec"
 )
 
-// AlgorithmPPO is the built-in learner.
-const AlgorithmPPO = "ppo"
+// Algorithms: the built-in learner, or a user's own trainer process.
+const (
+	AlgorithmPPO     = "ppo"
+	AlgorithmCommand = "command"
+)
 
 // Spec is one training run as submitted. The seed-000 knobs map onto
 // Workers (RAY_WORKERS), EnvsPerWorker (ENVS_PER_WORKER), EpisodeLength
@@ -28,14 +31,19 @@ const AlgorithmPPO = "ppo"
 type Spec struct {
 	Name    string `json:"name,omitempty" doc:"A label for people; the run id is generated."`
 	Cluster string `json:"cluster" doc:"Cluster whose nodes run it."`
-	Env     string `json:"env" doc:"Env plugin: sha256, name@version or name."`
+	Env     string `json:"env,omitempty" doc:"Env plugin: sha256, name@version or name (required for ppo)."`
 	Reward  string `json:"reward,omitempty" doc:"Optional reward-shaping plugin applied on top of the env's reward."`
-	// Algorithm is "ppo" (the built-in learner).
-	Algorithm     string `json:"algorithm,omitempty" enum:"ppo" doc:"Learning algorithm (default ppo)."`
-	Workers       int    `json:"workers,omitempty" minimum:"0" maximum:"64" doc:"Worker threads on the trainer node (RAY_WORKERS); default 1."`
-	EnvsPerWorker int    `json:"envs_per_worker,omitempty" minimum:"0" maximum:"4096" doc:"Env instances per worker (ENVS_PER_WORKER); default 8."`
-	EpisodeLength int    `json:"episode_length,omitempty" minimum:"0" doc:"Env steps per instance per iteration (EPISODE_LENGTH); default from the env's tuned config."`
-	BatchSize     int    `json:"batch_size,omitempty" minimum:"0" doc:"Minibatch size (BATCH_SIZE); default from the env's tuned config."`
+	// Algorithm is "ppo" (the built-in learner) or "command" (Command, a
+	// bring-your-own trainer such as a PyTorch script).
+	Algorithm string   `json:"algorithm,omitempty" enum:"ppo,command" doc:"ppo (built-in learner, default) or command (run Command as the trainer)."`
+	Command   []string `json:"command,omitempty" maxItems:"256" doc:"Bring-your-own trainer: argv run on the node with its GPUs (CUDA_VISIBLE_DEVICES), a minimal environment and TRAINYARD_CHECKPOINT_DIR, synced to S3 and restored before any restart; its exit status decides the run."`
+	GPUs      int      `json:"gpus,omitempty" minimum:"0" maximum:"64" doc:"GPUs the trainer gets (command runs)."`
+	// SyncEverySeconds: how often a command's checkpoint dir is synced.
+	SyncEverySeconds int `json:"sync_every_seconds,omitempty" minimum:"0" doc:"Seconds between syncs of a command's checkpoint dir to S3 (default 30; also at exit)."`
+	Workers          int `json:"workers,omitempty" minimum:"0" maximum:"64" doc:"Worker threads on the trainer node (RAY_WORKERS); default 1."`
+	EnvsPerWorker    int `json:"envs_per_worker,omitempty" minimum:"0" maximum:"4096" doc:"Env instances per worker (ENVS_PER_WORKER); default 8."`
+	EpisodeLength    int `json:"episode_length,omitempty" minimum:"0" doc:"Env steps per instance per iteration (EPISODE_LENGTH); default from the env's tuned config."`
+	BatchSize        int `json:"batch_size,omitempty" minimum:"0" doc:"Minibatch size (BATCH_SIZE); default from the env's tuned config."`
 	// Hyperparameters override ppo.Config fields by their JSON names
 	// (learning_rate, gamma, gae_lambda, epochs, hidden, ...).
 	Hyperparameters map[string]any `json:"hyperparameters,omitempty" doc:"Overrides of PPO hyper-parameters by name (learning_rate, gamma, gae_lambda, epochs, clip_coef, entropy_coef, hidden, normalize_obs, ...)."`
@@ -82,6 +90,9 @@ func (s Spec) WithDefaults() Spec {
 	if s.MemoryMB == 0 {
 		s.MemoryMB = 512
 	}
+	if s.SyncEverySeconds == 0 {
+		s.SyncEverySeconds = 30
+	}
 	return s
 }
 
@@ -95,11 +106,23 @@ func (s Spec) Validate() error {
 	if s.Cluster == "" {
 		bad("cluster", "required")
 	}
-	if s.Env == "" {
-		bad("env", "required: an env plugin's sha256, name@version or name")
-	}
-	if s.Algorithm != AlgorithmPPO {
-		bad("algorithm", "%q is not supported (only %q)", s.Algorithm, AlgorithmPPO)
+	switch s.Algorithm {
+	case AlgorithmPPO:
+		if s.Env == "" {
+			bad("env", "required: an env plugin's sha256, name@version or name")
+		}
+		if len(s.Command) > 0 || s.GPUs > 0 {
+			bad("command", "command and gpus belong to algorithm %q", AlgorithmCommand)
+		}
+	case AlgorithmCommand:
+		if len(s.Command) == 0 || s.Command[0] == "" {
+			bad("command", "required for algorithm %q: the trainer's argv", AlgorithmCommand)
+		}
+		if s.GPUs < 0 || s.SyncEverySeconds < 1 {
+			bad("gpus", "gpus must be ≥ 0 and sync_every_seconds ≥ 1")
+		}
+	default:
+		bad("algorithm", "%q is not supported (%q or %q)", s.Algorithm, AlgorithmPPO, AlgorithmCommand)
 	}
 	if s.Workers < 1 || s.Workers > 64 {
 		bad("workers", "must be 1..64, got %d", s.Workers)
@@ -115,6 +138,9 @@ func (s Spec) Validate() error {
 	}
 	if s.CPUs <= 0 || s.MemoryMB <= 0 {
 		bad("cpus", "cpus and memory_mb must be positive")
+	}
+	if s.Algorithm != AlgorithmPPO {
+		return errors.Join(errs...)
 	}
 	if _, err := s.PPOConfig(""); err != nil {
 		var fe *FieldError
@@ -174,11 +200,12 @@ func (s Spec) PPOConfig(envName string) (ppo.Config, error) {
 func (s Spec) NumEnvs() int { return s.Workers * s.EnvsPerWorker }
 
 // WorkSpec is what admission and placement see: one trainer that runs its
-// rollout workers in-process, so the rollout role needs no GPU.
+// rollout workers in-process (the built-in learner needs no GPU; a command
+// gets the GPUs it asks for).
 func (s Spec) WorkSpec(id string) workspec.Spec {
 	return workspec.Spec{
 		Name: id, Kind: workspec.KindTraining, Priority: s.Priority,
-		Roles: []workspec.Role{{Name: workspec.RoleTrainer, Count: 1, CPUs: s.CPUs, MemoryMB: s.MemoryMB}},
+		Roles: []workspec.Role{{Name: workspec.RoleTrainer, Count: 1, CPUs: s.CPUs, GPUs: float64(s.GPUs), MemoryMB: s.MemoryMB}},
 	}
 }
 

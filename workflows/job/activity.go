@@ -1,14 +1,11 @@
 package job
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
-	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -80,7 +77,7 @@ func (a *AgentActivities) RunProcess(ctx context.Context, in ProcessInput) (Resu
 	if err != nil {
 		return Result{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("command %q: %v", in.Command[0], err), ErrProcessFailed, err)
 	}
-	out := &tail{max: 8 << 10}
+	out := &procenv.Tail{Max: 8 << 10}
 	p, err := procenv.Start(procenv.Command{Path: path, Args: in.Command[1:], Env: env, Dir: a.Dir, Stdout: out, Stderr: out})
 	if err != nil {
 		return Result{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrProcessFailed, err)
@@ -96,7 +93,7 @@ func (a *AgentActivities) RunProcess(ctx context.Context, in ProcessInput) (Resu
 			if errors.As(err, &exit) {
 				res.ExitCode = exit.ExitCode()
 				return res, temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("%s exited with code %d: %s", in.Command[0], res.ExitCode, lastLine(res.Output)), ErrProcessFailed, err)
+					fmt.Sprintf("%s exited with code %d: %s", in.Command[0], res.ExitCode, procenv.LastLine(res.Output)), ErrProcessFailed, err)
 			}
 			return res, err
 		case <-beat.C:
@@ -106,35 +103,4 @@ func (a *AgentActivities) RunProcess(ctx context.Context, in ProcessInput) (Resu
 			return Result{Output: out.String()}, ctx.Err()
 		}
 	}
-}
-
-// tail keeps the last max bytes written.
-type tail struct {
-	mu  sync.Mutex
-	buf []byte
-	max int
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > t.max {
-		t.buf = t.buf[len(t.buf)-t.max:]
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(bytes.ToValidUTF8(t.buf, nil))
-}
-
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
-	}
-	return s
 }

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"errors"
+	"os"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -15,6 +16,20 @@ import (
 // AgentActivities run on a node's agent.
 type AgentActivities struct {
 	Runner *training.Runner
+	// Dir holds command trainers' checkpoint dirs (runs/<id>/checkpoint).
+	Dir string
+}
+
+// RunCommand runs a bring-your-own trainer, heartbeating its recent output
+// and newest synced checkpoint.
+func (a *AgentActivities) RunCommand(ctx context.Context, in training.CommandInput) (training.CommandStatus, error) {
+	in.Dir, in.Env = a.Dir, os.Environ()
+	activity.RecordHeartbeat(ctx)
+	st, err := a.Runner.RunCommand(ctx, in, func(st training.CommandStatus) { activity.RecordHeartbeat(ctx, st) })
+	if err != nil && errors.Is(err, training.ErrFatal) {
+		return st, temporal.NewNonRetryableApplicationError(err.Error(), ErrTrainingFailed, err)
+	}
+	return st, err
 }
 
 // RunSegment trains one segment, heartbeating the latest iteration's

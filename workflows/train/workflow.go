@@ -79,6 +79,8 @@ type RunProgress struct {
 	Restores   []RunRestore    `json:"restores,omitempty"`
 	Metrics    []ppo.Metrics   `json:"metrics" doc:"Per-iteration metrics, oldest first."`
 	Eval       *ppo.EvalResult `json:"eval,omitempty" doc:"Deterministic evaluation of the final policy."`
+	// Output is the end of a command trainer's output once it exited.
+	Output string `json:"output,omitempty" doc:"Command runs: the last lines the trainer printed (live: GET /v1/runs/{id} live_output)."`
 }
 
 func (p *RunProgress) apply(seg training.SegmentResult) {
@@ -154,6 +156,36 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 		return *p, err
 	}
 
+	// lost handles a failed segment: fatal errors end the run; a node, its
+	// agent or S3 going away gives the node back, and the run continues
+	// from its latest checkpoint (done is false then).
+	lost := func(err error) (bool, RunProgress, error) {
+		if ctx.Err() != nil {
+			res, err := end("cancelled", ctx.Err())
+			return true, res, err
+		}
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.Type() == ErrTrainingFailed {
+			p.Reason = app.Message()
+			res, err := end("failed", temporal.NewNonRetryableApplicationError(app.Message(), ErrTrainingFailed, nil))
+			return true, res, err
+		}
+		p.Failures++
+		p.Reason = "segment on node " + alloc.Node + " lost: " + reason(err) + "; resuming from checkpoint " + fmt.Sprint(p.Checkpoint)
+		release()
+		p.State = "waiting"
+		if p.Failures >= in.MaxFailures {
+			res, err := end("failed", temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("run lost %d segments, the last: %s", p.Failures, p.Reason), ErrTrainingFailed, nil))
+			return true, res, err
+		}
+		if err := workflow.Sleep(ctx, 2*time.Second); err != nil {
+			res, err := end("cancelled", err)
+			return true, res, err
+		}
+		return false, RunProgress{}, nil
+	}
+
 	for {
 		if paused {
 			release()
@@ -173,6 +205,32 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			p.Node, p.Reason = a.Node, ""
 		}
 		p.State = "running"
+		if spec.Algorithm == training.AlgorithmCommand {
+			// One long activity: the trainer's own process, its checkpoint
+			// dir synced as it goes and restored by the next placement.
+			cmdCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+				TaskQueue:              alloc.Queue,
+				ScheduleToStartTimeout: 30 * time.Second,
+				StartToCloseTimeout:    30 * 24 * time.Hour,
+				HeartbeatTimeout:       20 * time.Second,
+				RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+			})
+			var st training.CommandStatus
+			err := workflow.ExecuteActivity(cmdCtx, (*AgentActivities).RunCommand, training.CommandInput{
+				RunID: in.RunID, Spec: spec, GPUs: alloc.GPUs,
+			}).Get(ctx, &st)
+			if err == nil {
+				p.Checkpoint, p.Output = st.Checkpoint, st.Output
+				if st.Restored > 0 {
+					p.Restores = append(p.Restores, RunRestore{Checkpoint: st.Restored, Node: p.Node})
+				}
+				return end("succeeded", nil)
+			}
+			if done, res, ferr := lost(err); done {
+				return res, ferr
+			}
+			continue
+		}
 		segCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			TaskQueue:              alloc.Queue,
 			ScheduleToStartTimeout: 30 * time.Second,
@@ -186,26 +244,8 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			FromCheckpoint: p.Checkpoint, Iterations: spec.CheckpointEvery,
 		}).Get(ctx, &seg)
 		if err != nil {
-			if ctx.Err() != nil {
-				return end("cancelled", ctx.Err())
-			}
-			var app *temporal.ApplicationError
-			if errors.As(err, &app) && app.Type() == ErrTrainingFailed {
-				p.Reason = app.Message()
-				return end("failed", temporal.NewNonRetryableApplicationError(app.Message(), ErrTrainingFailed, nil))
-			}
-			// The node, its agent or S3 went away mid-segment: give the
-			// node back and continue from the latest checkpoint.
-			p.Failures++
-			p.Reason = "segment on node " + alloc.Node + " lost: " + reason(err) + "; resuming from checkpoint " + fmt.Sprint(p.Checkpoint)
-			release()
-			p.State = "waiting"
-			if p.Failures >= in.MaxFailures {
-				return end("failed", temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("run lost %d segments, the last: %s", p.Failures, p.Reason), ErrTrainingFailed, nil))
-			}
-			if err := workflow.Sleep(ctx, 2*time.Second); err != nil {
-				return end("cancelled", err)
+			if done, res, ferr := lost(err); done {
+				return res, ferr
 			}
 			continue
 		}
@@ -230,7 +270,7 @@ func allocate(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress
 	for {
 		var a cluster.Allocation
 		err := workflow.ExecuteActivity(actx, (*job.Activities).Allocate, job.AllocateInput{Cluster: spec.Cluster, Request: cluster.AllocateRequest{
-			JobID: in.RunID, CPUs: spec.CPUs, MemoryMB: spec.MemoryMB,
+			JobID: in.RunID, CPUs: spec.CPUs, GPUs: spec.GPUs, MemoryMB: spec.MemoryMB,
 		}}).Get(ctx, &a)
 		if err == nil {
 			return a, nil

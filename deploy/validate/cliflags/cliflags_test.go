@@ -19,10 +19,10 @@ func TestReadTrainyard(t *testing.T) {
 		notEnvNames []string
 	}{
 		{"agent",
-			[]string{"cluster", "node", "gpus", "work-dir", "heartbeat-interval", "temporal-address", "temporal-namespace", "temporal-tls-ca", "config", "log-level"},
-			[]string{"TRAINYARD_JOIN_SECRET", "TRAINYARD_CONFIG", "TRAINYARD_TEMPORAL_ADDRESS", "TRAINYARD_GPUS"},
-			[]string{"control-plane", "s3-endpoint", "listen"},
-			[]string{"TRAINYARD_CONTROL_PLANE", "TRAINYARD_S3_BUCKET"}},
+			[]string{"cluster", "node", "gpus", "work-dir", "heartbeat-interval", "temporal-address", "temporal-namespace", "temporal-tls-ca", "config", "log-level", "s3-endpoint", "s3-bucket", "plugin-cache-dir"},
+			[]string{"TRAINYARD_JOIN_SECRET", "TRAINYARD_CONFIG", "TRAINYARD_TEMPORAL_ADDRESS", "TRAINYARD_GPUS", "TRAINYARD_S3_BUCKET"},
+			[]string{"control-plane", "listen", "tokens-file"},
+			[]string{"TRAINYARD_CONTROL_PLANE", "TRAINYARD_TOKENS_FILE"}},
 		{"server",
 			[]string{"listen", "tokens-file", "admin-token-file", "temporal-address", "temporal-tls-cert", "s3-endpoint", "s3-bucket", "s3-region", "s3-insecure", "plugin-cache-dir", "log-format"},
 			[]string{"TRAINYARD_LISTEN", "TRAINYARD_S3_ENDPOINT"},

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -193,4 +194,37 @@ func procStat(pid int) (state byte, pgrp int, ok bool) {
 	}
 	pgrp, err = strconv.Atoi(f[2])
 	return f[0][0], pgrp, err == nil
+}
+
+// Tail is an io.Writer keeping the last Max bytes written: a job's recent
+// output, for heartbeats and results, without unbounded memory.
+type Tail struct {
+	Max int
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *Tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.Max {
+		t.buf = t.buf[len(t.buf)-t.Max:]
+	}
+	return len(p), nil
+}
+
+func (t *Tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(bytes.ToValidUTF8(t.buf, nil))
+}
+
+// LastLine is the last non-empty line of s (a failed job's likely reason).
+func LastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
 }

@@ -1,0 +1,152 @@
+package training
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/trainyard/trainyard/internal/agent/procenv"
+	"github.com/trainyard/trainyard/internal/checkpoint"
+)
+
+// Environment a bring-your-own trainer sees (besides CUDA_VISIBLE_DEVICES).
+const (
+	EnvCheckpointDir = "TRAINYARD_CHECKPOINT_DIR" // synced to S3; restored before start
+	EnvRunID         = "TRAINYARD_RUN_ID"
+)
+
+// CommandInput starts (or restarts) a bring-your-own trainer.
+type CommandInput struct {
+	RunID string   `json:"run_id"`
+	Spec  Spec     `json:"spec"`
+	GPUs  []int    `json:"gpus"`
+	Dir   string   `json:"-"`
+	Env   []string `json:"-"`
+}
+
+// CommandStatus is a trainer's heartbeat and result.
+type CommandStatus struct {
+	Checkpoint int64  `json:"checkpoint" doc:"Newest synced checkpoint of the checkpoint dir."`
+	Restored   int64  `json:"restored,omitempty" doc:"Checkpoint restored into the dir before start."`
+	ExitCode   int    `json:"exit_code"`
+	Output     string `json:"output" doc:"The last lines the trainer printed."`
+}
+
+// RunCommand runs spec.Command in its own process group with a minimal
+// environment, CUDA_VISIBLE_DEVICES = exactly gpus and a checkpoint
+// directory: restored from the run's newest checkpoint before start,
+// synced to S3 every spec.SyncEvery while it changes, and once more at
+// exit. A non-zero exit fails the run (ErrFatal, with the last line it
+// printed); a cancelled ctx stops the process and syncs first.
+func (r *Runner) RunCommand(ctx context.Context, in CommandInput, beat func(CommandStatus)) (CommandStatus, error) {
+	var st CommandStatus
+	spec := in.Spec.WithDefaults()
+	dir := filepath.Join(in.Dir, "runs", in.RunID, "checkpoint")
+	if err := os.RemoveAll(dir); err != nil {
+		return st, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return st, err
+	}
+	m, err := r.Checkpoints.Latest(ctx, in.RunID)
+	switch {
+	case err == nil:
+		if err := r.Checkpoints.RestoreManifest(ctx, m, dir); err != nil {
+			return st, fmt.Errorf("run %s: restore checkpoint %d into %s: %w", in.RunID, m.Seq, dir, err)
+		}
+		st.Checkpoint, st.Restored = m.Seq, m.Seq
+	case !errors.Is(err, checkpoint.ErrNotFound):
+		return st, fmt.Errorf("run %s: latest checkpoint: %w", in.RunID, err)
+	}
+	env, err := procenv.Build(in.Env, procenv.Spec{GPUs: in.GPUs, Extra: map[string]string{EnvCheckpointDir: dir, EnvRunID: in.RunID}})
+	if err != nil {
+		return st, fmt.Errorf("%w: %w", ErrFatal, err)
+	}
+	path, err := exec.LookPath(spec.Command[0])
+	if err != nil {
+		return st, fmt.Errorf("run %s: command %q: %v: %w", in.RunID, spec.Command[0], err, ErrFatal)
+	}
+	// Before start: a trainer that writes at once must still be synced.
+	last, _ := fingerprint(dir)
+	out := &procenv.Tail{Max: 16 << 10}
+	p, err := procenv.Start(procenv.Command{Path: path, Args: spec.Command[1:], Env: env, Dir: filepath.Dir(dir), Stdout: out, Stderr: out})
+	if err != nil {
+		return st, fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err)
+	}
+	sync := func(ctx context.Context) error {
+		fp, err := fingerprint(dir)
+		if err != nil || fp == last {
+			return err
+		}
+		m, _, err := r.Checkpoints.SaveDir(ctx, in.RunID, dir, checkpoint.Meta{Labels: map[string]string{LabelAlgo: AlgorithmCommand}})
+		if err != nil {
+			return fmt.Errorf("run %s: sync %s: %w", in.RunID, dir, err)
+		}
+		if _, err := r.Checkpoints.Prune(ctx, in.RunID, checkpoint.Retention{KeepLast: spec.KeepCheckpoints}); err != nil {
+			return fmt.Errorf("run %s: retention: %w", in.RunID, err)
+		}
+		last, st.Checkpoint = fp, m.Seq
+		return nil
+	}
+	every := time.Duration(spec.SyncEverySeconds) * time.Second
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	hb := time.NewTicker(2 * time.Second)
+	defer hb.Stop()
+	for {
+		select {
+		case <-p.Done():
+			err := p.Wait()
+			st.Output = out.String()
+			// The final state is worth keeping whatever the exit status.
+			if serr := sync(context.WithoutCancel(ctx)); serr != nil {
+				return st, serr
+			}
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				st.ExitCode = exit.ExitCode()
+				return st, fmt.Errorf("run %s: %s exited with code %d: %s: %w", in.RunID, spec.Command[0], st.ExitCode, procenv.LastLine(st.Output), ErrFatal)
+			}
+			return st, err
+		case <-tick.C:
+			if err := sync(ctx); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(out, "trainyard: checkpoint sync failed (will retry): %v\n", err)
+			}
+		case <-hb.C:
+			st.Output = out.String()
+			if beat != nil {
+				beat(st)
+			}
+		case <-ctx.Done():
+			_ = p.Stop(10 * time.Second)
+			_ = sync(context.WithoutCancel(ctx))
+			st.Output = out.String()
+			return st, ctx.Err()
+		}
+	}
+}
+
+// fingerprint summarises a directory's files (path, size, mtime), so an
+// unchanged directory is not saved again.
+func fingerprint(dir string) (string, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00%d\n", p, info.Size(), info.ModTime().UnixNano())
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil)), err
+}
