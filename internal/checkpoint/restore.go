@@ -35,6 +35,10 @@ type restoreJob struct {
 
 // RestoreManifest restores an already-read manifest (see Restore).
 func (s *Store) RestoreManifest(ctx context.Context, m Manifest, dstDir string) error {
+	return s.tracedRestore(ctx, m, dstDir)
+}
+
+func (s *Store) restoreManifest(ctx context.Context, m Manifest, dstDir string) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	name := fmt.Sprintf("%s/%d", m.Run, m.Seq)

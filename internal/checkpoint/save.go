@@ -33,7 +33,7 @@ func (s *Store) Save(ctx context.Context, run string, files map[string]io.Reader
 	for p, r := range files {
 		srcs = append(srcs, source{path: p, open: func() (io.ReadCloser, error) { return io.NopCloser(r), nil }})
 	}
-	return s.save(ctx, run, srcs, meta)
+	return s.tracedSave(ctx, run, srcs, meta)
 }
 
 // SaveDir stores every regular file under dir (recursively) as the run's
@@ -65,7 +65,7 @@ func (s *Store) SaveDir(ctx context.Context, run, dir string, meta Meta) (Manife
 	if err != nil {
 		return Manifest{}, Stats{}, fmt.Errorf("checkpoint run %s: scan %s: %w", run, dir, err)
 	}
-	return s.save(ctx, run, srcs, meta)
+	return s.tracedSave(ctx, run, srcs, meta)
 }
 
 type chunkJob struct {
