@@ -68,6 +68,10 @@ const (
 	OpRestart Op = "restart"
 	OpAdd     Op = "add-node"
 	OpRemove  Op = "remove-node"
+	// OpDrain: no new work on the node, and the runs on it checkpoint now
+	// and move (Name, Deadline). OpUndrain lets it take work again.
+	OpDrain   Op = "drain-node"
+	OpUndrain Op = "undrain-node"
 )
 
 // Command is sent as SignalCommand.
@@ -75,7 +79,15 @@ type Command struct {
 	Op   Op            `json:"op"`
 	Spec *spec.Cluster `json:"spec,omitempty"` // up
 	Node *spec.Node    `json:"node,omitempty"` // add-node
-	Name string        `json:"name,omitempty"` // remove-node
+	Name string        `json:"name,omitempty"` // remove-node, drain-node, undrain-node
+	// Deadline is how long a drained node's work has to checkpoint.
+	Deadline time.Duration `json:"deadline,omitempty"`
+}
+
+// DrainRequest tells an agent to drain.
+type DrainRequest struct {
+	Reason   string    `json:"reason"`
+	Deadline time.Time `json:"deadline"`
 }
 
 // Heartbeat is what an agent sends every few seconds.
@@ -86,6 +98,9 @@ type Heartbeat struct {
 	Resources resources.Capacity `json:"resources"`
 	GPUUtil   []int              `json:"gpu_util,omitempty"` // percent per GPU, -1 unknown
 	PID       int                `json:"pid"`
+	// Draining says why the agent drains (a preemption notice, SIGTERM, a
+	// drain request); empty while it takes work.
+	Draining string `json:"draining,omitempty"`
 }
 
 // Release returns a job's allocation.
@@ -100,6 +115,9 @@ type AllocateRequest struct {
 	GPUs     int      `json:"gpus"`
 	MemoryMB int64    `json:"memory_mb"`
 	Exclude  []string `json:"exclude,omitempty"` // nodes that failed this job
+	// GPUShare asks for part of one device instead of whole GPUs (0.25:
+	// four such jobs share a GPU); GPUs must then be 0.
+	GPUShare float64 `json:"gpu_share,omitempty"`
 }
 
 // Allocation is where a job runs.
@@ -125,7 +143,29 @@ const (
 type Usage struct {
 	CPUs     float64 `json:"cpus"`
 	MemoryMB int64   `json:"memory_mb"`
-	GPUs     []int   `json:"gpus,omitempty"`
+	GPUs     []int   `json:"gpus,omitempty" doc:"Devices in use (each once, also when shared)."`
+	// GPUShare is, for one job, the part of its device it holds (0: its
+	// devices whole).
+	GPUShare float64 `json:"gpu_share,omitempty" doc:"A job's part of its one shared device (0: whole devices)."`
+	// GPUParts is, for a node, the part of each device in GPUs that is
+	// held; set only when some device is shared.
+	GPUParts []scheduler.GPUShare `json:"gpu_parts,omitempty" doc:"How much of each device in gpus is held; only when some device is shared."`
+}
+
+// shares is the scheduler's view of u's devices.
+func (u Usage) shares() []scheduler.GPUShare {
+	if len(u.GPUParts) > 0 {
+		return u.GPUParts
+	}
+	share := u.GPUShare
+	if share <= 0 {
+		share = 1
+	}
+	out := make([]scheduler.GPUShare, 0, len(u.GPUs))
+	for _, g := range u.GPUs {
+		out = append(out, scheduler.GPUShare{Index: g, Share: share})
+	}
+	return out
 }
 
 // NodeStatus is one node in the status query.
@@ -137,6 +177,7 @@ type NodeStatus struct {
 	Health        Health             `json:"health"`
 	Error         string             `json:"error,omitempty"`
 	Draining      bool               `json:"draining,omitempty"`
+	DrainReason   string             `json:"drain_reason,omitempty" doc:"Why the node drains: a drain request, a preemption notice, SIGTERM."`
 	Resources     resources.Capacity `json:"resources" doc:"As reported by the agent (expected ones until it registers)."`
 	Used          Usage              `json:"used"`
 	GPUUtil       []int              `json:"gpu_util,omitempty"`
@@ -169,17 +210,19 @@ type Status struct {
 
 // nodeState is the workflow's record of one node.
 type nodeState struct {
-	Spec      spec.Node          `json:"spec"`
-	Handle    provision.Handle   `json:"handle"`
-	Health    Health             `json:"health"`
-	Error     string             `json:"error,omitempty"`
-	Draining  bool               `json:"draining,omitempty"`
-	Reported  resources.Capacity `json:"reported"`
-	GPUUtil   []int              `json:"gpu_util,omitempty"`
-	LastBeat  time.Time          `json:"last_beat"`
-	AgentID   string             `json:"agent_id,omitempty"`
-	AgentPID  int                `json:"agent_pid,omitempty"`
-	Allocated map[string]Usage   `json:"allocated,omitempty"` // by job id
+	Spec     spec.Node        `json:"spec"`
+	Handle   provision.Handle `json:"handle"`
+	Health   Health           `json:"health"`
+	Error    string           `json:"error,omitempty"`
+	Draining bool             `json:"draining,omitempty"`
+	// DrainReason: why (empty for a cluster going down).
+	DrainReason string             `json:"drain_reason,omitempty"`
+	Reported    resources.Capacity `json:"reported"`
+	GPUUtil     []int              `json:"gpu_util,omitempty"`
+	LastBeat    time.Time          `json:"last_beat"`
+	AgentID     string             `json:"agent_id,omitempty"`
+	AgentPID    int                `json:"agent_pid,omitempty"`
+	Allocated   map[string]Usage   `json:"allocated,omitempty"` // by job id
 }
 
 // State is carried across continue-as-new.
@@ -206,10 +249,7 @@ func (s Status) SchedulerNodes() []scheduler.Node {
 			sn.Health = scheduler.Draining
 		}
 		if n.Used.CPUs > 0 || n.Used.MemoryMB > 0 || len(n.Used.GPUs) > 0 {
-			a := scheduler.Allocation{WorkID: "running", CPUs: n.Used.CPUs, MemoryMB: n.Used.MemoryMB}
-			for _, g := range n.Used.GPUs {
-				a.GPUs = append(a.GPUs, scheduler.GPUShare{Index: g, Share: 1})
-			}
+			a := scheduler.Allocation{WorkID: "running", CPUs: n.Used.CPUs, MemoryMB: n.Used.MemoryMB, GPUs: n.Used.shares()}
 			sn.Allocations = []scheduler.Allocation{a}
 		}
 		nodes = append(nodes, sn)
@@ -219,5 +259,9 @@ func (s Status) SchedulerNodes() []scheduler.Node {
 
 // JobSpec is the work spec of a plain job: one instance of one role.
 func JobSpec(id string, cpus float64, gpus int, memoryMB int64) workspec.Spec {
-	return workspec.Spec{Name: id, Kind: "job", Roles: []workspec.Role{{Name: "job", Count: 1, CPUs: cpus, GPUs: float64(gpus), MemoryMB: memoryMB}}}
+	return jobSpec(id, cpus, float64(gpus), memoryMB)
+}
+
+func jobSpec(id string, cpus, gpus float64, memoryMB int64) workspec.Spec {
+	return workspec.Spec{Name: id, Kind: "job", Roles: []workspec.Role{{Name: "job", Count: 1, CPUs: cpus, GPUs: gpus, MemoryMB: memoryMB}}}
 }

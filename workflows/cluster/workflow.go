@@ -38,6 +38,9 @@ func Workflow(ctx workflow.Context, st State) error {
 			if req.JobID == "" || req.CPUs < 0 || req.GPUs < 0 || req.MemoryMB < 0 {
 				return errors.New("allocate: job_id required, resources must be >= 0")
 			}
+			if req.GPUShare != 0 && (!(req.GPUShare > 0 && req.GPUShare < 1) || req.GPUs != 0) {
+				return errors.New("allocate: gpu_share must be in (0, 1), with gpus 0")
+			}
 			return nil
 		},
 	}); err != nil {
@@ -196,6 +199,44 @@ func (c *controller) run(ctx, actx workflow.Context, cmd Command) {
 		delete(c.st.Nodes, cmd.Name)
 		c.st.Order = slices.DeleteFunc(c.st.Order, func(n string) bool { return n == cmd.Name })
 		c.event(workflow.Now(ctx), "node %s removed", cmd.Name)
+	case OpDrain, OpUndrain:
+		c.drainNode(ctx, cmd)
+	}
+}
+
+// drainNode marks a node draining (or not) and tells its agent, whose runs
+// then checkpoint at once and move; an agent that cannot be reached is
+// noted, and the mark alone still keeps new work off the node.
+func (c *controller) drainNode(ctx workflow.Context, cmd Command) {
+	now := workflow.Now(ctx)
+	n, ok := c.st.Nodes[cmd.Name]
+	if !ok {
+		c.event(now, "%s %s: no such node", cmd.Op, cmd.Name)
+		return
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              NodeQueue(c.st.Name, cmd.Name),
+		ScheduleToStartTimeout: 10 * time.Second,
+		StartToCloseTimeout:    10 * time.Second,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	live := n.Health == Healthy || n.Health == Idle
+	var err error
+	if cmd.Op == OpDrain {
+		n.Draining, n.DrainReason = true, fmt.Sprintf("drain requested (deadline %v)", cmd.Deadline)
+		c.event(now, "node %s drains: %s", cmd.Name, n.DrainReason)
+		if live {
+			err = workflow.ExecuteActivity(actx, (*AgentActivities).DrainNode, DrainRequest{Reason: n.DrainReason, Deadline: now.Add(cmd.Deadline)}).Get(ctx, nil)
+		}
+	} else {
+		n.Draining, n.DrainReason = false, ""
+		c.event(now, "node %s takes work again", cmd.Name)
+		if live {
+			err = workflow.ExecuteActivity(actx, (*AgentActivities).UndrainNode).Get(ctx, nil)
+		}
+	}
+	if err != nil {
+		c.event(workflow.Now(ctx), "%s %s: agent not told: %v", cmd.Op, cmd.Name, err)
 	}
 }
 
@@ -222,7 +263,7 @@ func (c *controller) bringUp(ctx, actx workflow.Context, names []string) {
 		if n == nil || n.Health == Healthy || n.Health == Idle || n.Health == Pending {
 			continue
 		}
-		n.Health, n.Error, n.Draining = Pending, "", false
+		n.Health, n.Error, n.Draining, n.DrainReason = Pending, "", false, ""
 		n.LastBeat = time.Time{}
 		wg.Add(1)
 		workflow.Go(ctx, func(gctx workflow.Context) {
@@ -301,6 +342,15 @@ func (c *controller) heartbeat(now time.Time, hb Heartbeat) {
 	if n.Health == Dead {
 		c.event(now, "node %s is back", hb.Node)
 	}
+	switch {
+	case hb.Draining != "" && !n.Draining:
+		c.event(now, "node %s drains: %s", hb.Node, hb.Draining)
+		n.Draining, n.DrainReason = true, hb.Draining
+	case hb.Draining == "" && n.DrainReason != "" && hb.AgentID != n.AgentID:
+		// A new agent process (the node came back after its drain).
+		c.event(now, "node %s takes work again: a new agent", hb.Node)
+		n.Draining, n.DrainReason = false, ""
+	}
 	n.LastBeat, n.AgentID, n.AgentPID, n.Reported, n.GPUUtil = now, hb.AgentID, hb.PID, hb.Resources, hb.GPUUtil
 	if n.Health != Stopped {
 		n.Health, n.Error = idleOrHealthy(n), ""
@@ -357,7 +407,11 @@ func (c *controller) allocate(ctx workflow.Context, req AllocateRequest) (Alloca
 			return Allocation{Node: name, Queue: NodeQueue(c.st.Name, name), GPUs: u.GPUs}, nil
 		}
 	}
-	work := scheduler.Work{ID: req.JobID, Spec: JobSpec(req.JobID, req.CPUs, req.GPUs, req.MemoryMB)}
+	gpus := float64(req.GPUs)
+	if req.GPUShare > 0 {
+		gpus = req.GPUShare
+	}
+	work := scheduler.Work{ID: req.JobID, Spec: jobSpec(req.JobID, req.CPUs, gpus, req.MemoryMB)}
 	p := scheduler.New(params.Default()).Place(c.schedulerNodes(req.Exclude), work)
 	switch p.Status {
 	case scheduler.Placed:
@@ -368,7 +422,7 @@ func (c *controller) allocate(ctx workflow.Context, req AllocateRequest) (Alloca
 	}
 	a := p.Assignments[0]
 	n := c.st.Nodes[a.Node]
-	u := Usage{CPUs: req.CPUs, MemoryMB: req.MemoryMB}
+	u := Usage{CPUs: req.CPUs, MemoryMB: req.MemoryMB, GPUShare: req.GPUShare}
 	for _, g := range a.GPUs {
 		u.GPUs = append(u.GPUs, g.Index)
 	}
@@ -400,10 +454,7 @@ func (c *controller) schedulerNodes(exclude []string) []scheduler.Node {
 		sort.Strings(jobs) // deterministic order in workflow code
 		for _, j := range jobs {
 			u := n.Allocated[j]
-			al := scheduler.Allocation{WorkID: j, Role: "job", CPUs: u.CPUs, MemoryMB: u.MemoryMB}
-			for _, g := range u.GPUs {
-				al.GPUs = append(al.GPUs, scheduler.GPUShare{Index: g, Share: 1})
-			}
+			al := scheduler.Allocation{WorkID: j, Role: "job", CPUs: u.CPUs, MemoryMB: u.MemoryMB, GPUs: u.shares()}
 			sn.Allocations = append(sn.Allocations, al)
 		}
 		nodes = append(nodes, sn)
@@ -424,11 +475,24 @@ func usage(n *nodeState) Usage {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys) // deterministic order in workflow code
+	held := map[int]float64{}
+	shared := false
 	for _, k := range keys {
 		a := n.Allocated[k]
 		u.CPUs += a.CPUs
 		u.MemoryMB += a.MemoryMB
-		u.GPUs = append(u.GPUs, a.GPUs...)
+		for _, g := range a.shares() {
+			if _, ok := held[g.Index]; !ok {
+				u.GPUs = append(u.GPUs, g.Index)
+			}
+			held[g.Index] += g.Share
+			shared = shared || g.Share < 1
+		}
+	}
+	if shared { // a shared device is listed once; its parts say how full it is
+		for _, g := range u.GPUs {
+			u.GPUParts = append(u.GPUParts, scheduler.GPUShare{Index: g, Share: held[g]})
+		}
 	}
 	return u
 }
@@ -445,7 +509,7 @@ func (c *controller) status(now time.Time) Status {
 		}
 		ns := NodeStatus{
 			Name: name, Provider: n.Spec.Provider, Provisioner: n.Spec.Provisioner.Kind, Ephemeral: n.Spec.Ephemeral,
-			Health: n.Health, Error: n.Error, Draining: n.Draining, Resources: res, Used: u, GPUUtil: n.GPUUtil, AgentPID: n.AgentPID,
+			Health: n.Health, Error: n.Error, Draining: n.Draining, DrainReason: n.DrainReason, Resources: res, Used: u, GPUUtil: n.GPUUtil, AgentPID: n.AgentPID,
 		}
 		if n.Health == Pending {
 			s.Busy = true
