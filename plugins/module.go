@@ -63,10 +63,8 @@ var (
 // wasmMagic is "\0asm" followed by binary format version 1.
 var wasmMagic = []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
 
-// Load compiles and checks a module (imports, exports, ABI version,
-// metadata). Errors wrap ErrInvalidPlugin. The returned Module must be
-// closed.
-func (r *Runtime) Load(ctx context.Context, wasm []byte, opts LoadOptions) (*Module, error) {
+// load is Load (telemetry.go) without its span.
+func (r *Runtime) load(ctx context.Context, wasm []byte, opts LoadOptions) (*Module, error) {
 	l := opts.Limits.withDefaults()
 	sha := SHA256(wasm)
 	m := &Module{rt: r, limits: l, sha: sha, label: "sha256:" + sha[:12], pool: make(chan *instance, l.PoolSize)}
