@@ -61,12 +61,15 @@ func (a *AgentActivities) RunSegment(ctx context.Context, in training.SegmentInp
 			}
 		}
 	}()
-	res, err := a.Runner.RunSegment(ctx, in, func(m ppo.Metrics) {
+	sctx, tel := startSegment(ctx, in) // the segment's span and metrics (telemetry.go)
+	res, err := a.Runner.RunSegment(sctx, in, func(m ppo.Metrics) {
+		tel.iteration(sctx, m)
 		select {
 		case beat <- m:
 		default:
 		}
 	})
+	tel.end(res, err)
 	if err != nil && errors.Is(err, training.ErrFatal) {
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTrainingFailed, err)
 	}
