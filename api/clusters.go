@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -59,6 +60,12 @@ type addNodeInput struct {
 type removeNodeInput struct {
 	Name string `path:"name" maxLength:"63"`
 	Node string `path:"node" maxLength:"63"`
+}
+
+type drainNodeInput struct {
+	Name     string `path:"name" maxLength:"63"`
+	Node     string `path:"node" maxLength:"63"`
+	Deadline string `query:"deadline" example:"2m" doc:"How long the node's runs have to checkpoint and move (default 2m; a cloud's preemption notice gives 30s-2m)."`
 }
 
 type submitJobInput struct {
@@ -141,15 +148,11 @@ func (s *Server) registerClusters() {
 	huma.Register(s.API, op(http.MethodGet, "/v1/clusters/{name}", "cluster-status",
 		"Per-node health (Healthy/Idle/Dead/...), resources total and used, running jobs, recent events", auth.Viewer, "clusters"),
 		func(ctx context.Context, in *clusterNameInput) (*clusterStatusOutput, error) {
-			v, err := s.d.Temporal.QueryWorkflow(ctx, cluster.WorkflowID(in.Name), "", cluster.QueryStatus)
+			st, err := s.clusterStatus(ctx, in.Name)
 			if err != nil {
-				return nil, temporalErr("cluster "+in.Name, err)
+				return nil, err
 			}
-			out := &clusterStatusOutput{}
-			if err := v.Get(&out.Body); err != nil {
-				return nil, huma.Error500InternalServerError("decode cluster status", err)
-			}
-			return out, nil
+			return &clusterStatusOutput{Body: st}, nil
 		})
 
 	for _, c := range []struct {
@@ -188,17 +191,42 @@ func (s *Server) registerClusters() {
 		return s.command(ctx, in.Name, cluster.Command{Op: cluster.OpRemove, Name: in.Node})
 	})
 
+	for _, c := range []struct {
+		verb, summary string
+		op            cluster.Op
+	}{
+		{"drain", "Drain a node: no new work; its runs checkpoint now and move to other nodes", cluster.OpDrain},
+		{"undrain", "Let a drained node take work again", cluster.OpUndrain},
+	} {
+		o := op(http.MethodPost, "/v1/clusters/{name}/nodes/{node}/"+c.verb, "cluster-"+c.verb+"-node", c.summary, auth.Admin, "clusters")
+		o.DefaultStatus = http.StatusAccepted
+		cmdOp := c.op
+		huma.Register(s.API, o, func(ctx context.Context, in *drainNodeInput) (*clusterRefOutput, error) {
+			deadline, err := optDuration("query.deadline", in.Deadline)
+			if err != nil {
+				return nil, err
+			}
+			if deadline == 0 {
+				deadline = 2 * time.Minute
+			}
+			st, err := s.clusterStatus(ctx, in.Name)
+			if err != nil {
+				return nil, err
+			}
+			if !slices.ContainsFunc(st.Nodes, func(n cluster.NodeStatus) bool { return n.Name == in.Node }) {
+				return nil, huma.Error404NotFound("cluster " + in.Name + " has no node " + in.Node)
+			}
+			return s.command(ctx, in.Name, cluster.Command{Op: cmdOp, Name: in.Node, Deadline: deadline})
+		})
+	}
+
 	submit := op(http.MethodPost, "/v1/clusters/{name}/jobs", "submit-job",
 		"Run a command on a node of the cluster with the CPUs, GPUs and memory it asks for", auth.Operator, "jobs")
 	submit.DefaultStatus = http.StatusCreated
 	huma.Register(s.API, submit, func(ctx context.Context, in *submitJobInput) (*workflowRefOutput, error) {
-		v, err := s.d.Temporal.QueryWorkflow(ctx, cluster.WorkflowID(in.Name), "", cluster.QueryStatus)
+		st, err := s.clusterStatus(ctx, in.Name)
 		if err != nil {
-			return nil, temporalErr("cluster "+in.Name, err)
-		}
-		var st cluster.Status
-		if err := v.Get(&st); err != nil {
-			return nil, huma.Error500InternalServerError("decode cluster status", err)
+			return nil, err
 		}
 		grace, err := optDuration("body.infeasible_grace", in.Body.InfeasibleGrace)
 		if err != nil {
@@ -248,6 +276,19 @@ func (s *Server) registerClusters() {
 }
 
 // command signals a running cluster's workflow; 404 when there is none.
+// clusterStatus queries a cluster workflow's status.
+func (s *Server) clusterStatus(ctx context.Context, name string) (cluster.Status, error) {
+	var st cluster.Status
+	v, err := s.d.Temporal.QueryWorkflow(ctx, cluster.WorkflowID(name), "", cluster.QueryStatus)
+	if err != nil {
+		return st, temporalErr("cluster "+name, err)
+	}
+	if err := v.Get(&st); err != nil {
+		return st, huma.Error500InternalServerError("decode cluster status", err)
+	}
+	return st, nil
+}
+
 func (s *Server) command(ctx context.Context, name string, cmd cluster.Command) (*clusterRefOutput, error) {
 	if err := s.d.Temporal.SignalWorkflow(ctx, cluster.WorkflowID(name), "", cluster.SignalCommand, cmd); err != nil {
 		return nil, temporalErr("cluster "+name, err)

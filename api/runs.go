@@ -27,7 +27,6 @@ import (
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows"
-	"github.com/trainyard/trainyard/workflows/cluster"
 	"github.com/trainyard/trainyard/workflows/pluginrun"
 	"github.com/trainyard/trainyard/workflows/train"
 )
@@ -154,13 +153,9 @@ func (s *Server) registerRuns() {
 			reward = rec.ID
 			ids = append(ids, rec.ID)
 		}
-		v, err := s.d.Temporal.QueryWorkflow(ctx, cluster.WorkflowID(spec.Cluster), "", cluster.QueryStatus)
+		st, err := s.clusterStatus(ctx, spec.Cluster)
 		if err != nil {
-			return nil, temporalErr("cluster "+spec.Cluster, err)
-		}
-		var st cluster.Status
-		if err := v.Get(&st); err != nil {
-			return nil, huma.Error500InternalServerError("decode cluster status", err)
+			return nil, err
 		}
 		id := runPrefix + uuid.NewString()
 		ws := spec.WorkSpec(id)

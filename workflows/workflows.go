@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/trainyard/trainyard/internal/agent/drain"
 	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginstore"
@@ -52,8 +53,10 @@ func Register(w worker.Registry, d Deps) {
 // RegisterAgent adds what a node agent executes to its worker (polling the
 // node's own task queue, cluster.NodeQueue); job processes start in dir.
 // runner trains runs placed on the node; nil when the agent has no S3.
-func RegisterAgent(w worker.Registry, dir string, runner *training.Runner) {
+// drains is the agent's drain switch, thrown by its cluster's drain-node.
+func RegisterAgent(w worker.Registry, dir string, runner *training.Runner, drains *drain.Signal) {
 	w.RegisterActivity(&job.AgentActivities{Dir: dir})
+	w.RegisterActivity(&cluster.AgentActivities{Drain: drains})
 	if runner != nil {
 		w.RegisterActivity(&train.AgentActivities{Runner: runner, Dir: dir})
 	}

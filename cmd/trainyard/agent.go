@@ -13,6 +13,8 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/trainyard/trainyard/internal/agent/detect"
+	"github.com/trainyard/trainyard/internal/agent/drain"
+	"github.com/trainyard/trainyard/internal/agent/preempt"
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginstore"
@@ -32,6 +34,11 @@ type agentOptions struct {
 	temporal  temporalx.Options
 	s3        objstore.Config
 	wasmDir   string
+	// preempt is a preemption notice source (preempt.Parse); drainTimeout
+	// bounds how long SIGTERM waits for work to checkpoint and report.
+	preempt      string
+	preemptPoll  time.Duration
+	drainTimeout time.Duration
 }
 
 func newAgentCmd(g *globals) *cobra.Command {
@@ -52,6 +59,9 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.StringVar(&o.workDir, "work-dir", "", "where job processes start (default: the agent's state dir, else the current dir)")
 	f.DurationVar(&o.heartbeat, "heartbeat-interval", 5*time.Second, "how often to report to the cluster")
 	f.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
+	f.StringVar(&o.preempt, "preemption-notice", "", `watch for a spot/preemption notice: "aws", "gcp", "aws:URL", "gcp:URL" or an http(s) URL (200 = notice)`)
+	f.DurationVar(&o.preemptPoll, "preemption-poll", 5*time.Second, "how often to ask the preemption notice source")
+	f.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long running work gets to checkpoint and report before the agent exits")
 	addTemporalFlags(f, &o.temporal)
 	addS3Flags(f, &o.s3)
 	addPluginFlags(f, &o.wasmDir)
@@ -107,29 +117,57 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 	if runner == nil {
 		log.Warn("no --s3-endpoint: this agent runs jobs but no training runs")
 	}
-	w := worker.New(tc, cluster.NodeQueue(o.cluster, o.node), worker.Options{Identity: "agent@" + o.node})
-	workflows.RegisterAgent(w, dir, runner)
+	drains := drain.New()
+	if runner != nil {
+		runner.Drain = drains
+	}
+	// Stopping waits up to drainTimeout for activities, so segments that
+	// checkpointed on SIGTERM still report.
+	w := worker.New(tc, cluster.NodeQueue(o.cluster, o.node), worker.Options{Identity: "agent@" + o.node, WorkerStopTimeout: o.drainTimeout})
+	workflows.RegisterAgent(w, dir, runner, drains)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("agent %s: start worker: %w", o.node, err)
 	}
 	defer w.Stop()
 	log.Info("agent running", "cpus", res.CPUs, "memory_mb", res.MemoryMB, "gpus", len(res.GPUs), "queue", cluster.NodeQueue(o.cluster, o.node))
 
+	if o.preempt != "" {
+		src, err := preempt.Parse(o.preempt)
+		if err != nil {
+			return fmt.Errorf("agent %s: %w", o.node, err)
+		}
+		go preempt.Watch(ctx, src, o.preemptPoll, log, func(n preempt.Notice) {
+			log.Warn("preemption notice: draining", "notice", n.String())
+			drains.Start(n.String(), n.Deadline)
+		})
+	}
+
 	hb := cluster.Heartbeat{Node: o.node, AgentID: uuid.NewString(), Secret: os.Getenv("TRAINYARD_JOIN_SECRET"), Resources: res, PID: os.Getpid()}
-	t := time.NewTicker(o.heartbeat)
-	defer t.Stop()
-	for {
-		hb.GPUUtil = gpuUtil(ctx, dopts, len(res.GPUs))
+	beat := func(ctx context.Context) {
+		hb.GPUUtil, hb.Draining = gpuUtil(ctx, dopts, len(res.GPUs)), drains.Reason()
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
 		if err := tc.SignalWorkflow(sctx, cluster.WorkflowID(o.cluster), "", cluster.SignalHeartbeat, hb); err != nil && ctx.Err() == nil {
 			log.Warn("heartbeat not delivered", "err", err)
 		}
-		cancel()
+	}
+	t := time.NewTicker(o.heartbeat)
+	defer t.Stop()
+	for {
+		beat(ctx)
 		select {
 		case <-ctx.Done():
-			log.Info("agent stopping")
+			// SIGTERM (a spot reclaim, a node shutdown, kubectl drain): no
+			// new work, and the runs here checkpoint now and move; the
+			// deferred worker stop waits for them to report.
+			if drains.Start("agent got SIGTERM", time.Now().Add(o.drainTimeout)) {
+				beat(context.WithoutCancel(ctx))
+			}
+			log.Info("agent stopping: draining", "timeout", o.drainTimeout)
 			return nil
 		case <-t.C:
+		case <-drains.Changed():
+			log.Info("drain state changed", "draining", drains.Reason())
 		}
 	}
 }

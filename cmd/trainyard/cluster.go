@@ -133,7 +133,34 @@ func newClusterCmd() *cobra.Command {
 			return c.JSON(cmd.Context(), http.MethodDelete, "/v1/clusters/"+url.PathEscape(args[0])+"/nodes/"+url.PathEscape(args[1]), nil, nil)
 		},
 	}
-	nodes.AddCommand(add, remove)
+	var deadline time.Duration
+	drainNode := func(verb, short string) *cobra.Command {
+		c := &cobra.Command{
+			Use: verb + " NAME NODE", Short: short, Args: cobra.ExactArgs(2),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				c, err := cf.client()
+				if err != nil {
+					return err
+				}
+				path := "/v1/clusters/" + url.PathEscape(args[0]) + "/nodes/" + url.PathEscape(args[1]) + "/" + verb
+				if verb == "drain" {
+					path += "?deadline=" + url.QueryEscape(deadline.String())
+				}
+				if err := c.JSON(cmd.Context(), http.MethodPost, path, nil, nil); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "node %s: %s requested (see `trainyard cluster status %s`)\n", args[1], verb, args[0])
+				return nil
+			},
+		}
+		if verb == "drain" {
+			c.Flags().DurationVar(&deadline, "deadline", 2*time.Minute, "how long its runs have to checkpoint and move")
+		}
+		return c
+	}
+	nodes.AddCommand(add, remove,
+		drainNode("drain", "Drain a node: no new work; its runs checkpoint now and move to other nodes"),
+		drainNode("undrain", "Let a drained node take work again"))
 
 	cmd.AddCommand(up, simple("down", "Drain work and stop every agent", "/down"), simple("restart", "Stop and start every agent", "/restart"), status, nodes)
 	return cmd
@@ -183,8 +210,15 @@ func clusterTable(w *tabwriter.Writer, st cluster.Status) {
 		if len(n.Resources.GPUs) > 0 {
 			gpu += " " + n.Resources.GPUs[0].Model
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%.1f/%.1f\t%s/%s\t%s\t%d\t%s\n", n.Name, n.Health, n.Provider,
-			n.Used.CPUs, n.Resources.CPUs, humanMB(n.Used.MemoryMB), humanMB(n.Resources.MemoryMB), gpu, len(n.Jobs), n.Error)
+		health, note := string(n.Health), n.Error
+		if n.Draining {
+			health += ",draining"
+			if n.DrainReason != "" {
+				note = strings.TrimPrefix(note+"; ", "; ") + "draining: " + n.DrainReason
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%.1f/%.1f\t%s/%s\t%s\t%d\t%s\n", n.Name, health, n.Provider,
+			n.Used.CPUs, n.Resources.CPUs, humanMB(n.Used.MemoryMB), humanMB(n.Resources.MemoryMB), gpu, len(n.Jobs), note)
 	}
 	t := st.Totals
 	fmt.Fprintf(w, "TOTAL (%d nodes: %s)\t\t\t%.1f/%.1f\t%s/%s\t%d/%d\t\t\n", t.Nodes, healthSummary(st),

@@ -86,6 +86,9 @@ func (a agentLaunch) launch(clusterName string, node spec.Node, secret string, h
 		}
 		args = append(args, "--gpus", desc)
 	}
+	if node.PreemptionNotice != "" {
+		args = append(args, "--preemption-notice", node.PreemptionNotice)
+	}
 	env := map[string]string{"TRAINYARD_JOIN_SECRET": secret}
 	if a.s3.Endpoint != "" {
 		args = append(args, "--s3-endpoint", a.s3.Endpoint, "--s3-bucket", a.s3.Bucket)

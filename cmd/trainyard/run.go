@@ -283,8 +283,8 @@ func getRun(ctx context.Context, c *apiclient.Client, id string) (api.Run, error
 func runTable(w *tabwriter.Writer, r api.Run) {
 	p := r.Progress
 	fmt.Fprintf(w, "run\t%s\nname\t%s\ncluster\t%s\nenv\t%s\nstatus\t%s\nstate\t%s\nnode\t%s\n", r.ID, r.Name, r.Cluster, r.Env, r.Status, p.State, p.Node)
-	fmt.Fprintf(w, "iteration\t%d\ntimesteps\t%d\nmean return\t%.2f (best %.2f)\ncheckpoint\t%d\nplacements\t%d\nlost segments\t%d\n",
-		p.Iteration, p.Timesteps, p.MeanReturn, p.BestReturn, p.Checkpoint, p.Placements, p.Failures)
+	fmt.Fprintf(w, "iteration\t%d\ntimesteps\t%d\nmean return\t%.2f (best %.2f)\ncheckpoint\t%d\nplacements\t%d\nlost segments\t%d\nmoved off draining nodes\t%d\n",
+		p.Iteration, p.Timesteps, p.MeanReturn, p.BestReturn, p.Checkpoint, p.Placements, p.Failures, p.Drains)
 	if n := len(p.Metrics); n > 0 {
 		m := p.Metrics[n-1]
 		fmt.Fprintf(w, "last iteration\tsteps/s %.0f  policy loss %.4f  value loss %.4f  kl %.5f  entropy %.4f\n", m.StepsPerSecond, m.PolicyLoss, m.ValueLoss, m.ApproxKL, m.Entropy)

@@ -47,8 +47,11 @@ type runView struct {
 		Timesteps  int64   `json:"timesteps"`
 		Checkpoint int64   `json:"checkpoint"`
 		MeanReturn float64 `json:"mean_return"`
+		Drains     int     `json:"drains"`
 		Restores   []struct {
-			Checkpoint int64 `json:"checkpoint"`
+			Checkpoint int64  `json:"checkpoint"`
+			Iteration  int64  `json:"iteration"`
+			Node       string `json:"node"`
 		} `json:"restores"`
 		Metrics []struct {
 			Iteration        int64   `json:"iteration"`
@@ -60,6 +63,9 @@ type runView struct {
 			ReturnMean float64 `json:"return_mean"`
 		} `json:"eval"`
 	} `json:"progress"`
+	Live *struct {
+		Iteration int64 `json:"iteration"`
+	} `json:"live"`
 }
 
 func getRun(t *testing.T, dev *devProc, id string) runView {

@@ -37,6 +37,9 @@ type CommandStatus struct {
 	Restored   int64  `json:"restored,omitempty" doc:"Checkpoint restored into the dir before start."`
 	ExitCode   int    `json:"exit_code"`
 	Output     string `json:"output" doc:"The last lines the trainer printed."`
+	// Drained: the node drained (the reason); the trainer was stopped and
+	// its dir synced, to continue elsewhere.
+	Drained string `json:"drained,omitempty"`
 }
 
 // RunCommand runs spec.Command in its own process group with a minimal
@@ -44,7 +47,8 @@ type CommandStatus struct {
 // directory: restored from the run's newest checkpoint before start,
 // synced to S3 every spec.SyncEvery while it changes, and once more at
 // exit. A non-zero exit fails the run (ErrFatal, with the last line it
-// printed); a cancelled ctx stops the process and syncs first.
+// printed); a cancelled ctx stops the process and syncs first; so does a
+// drain of the node (Drained set, no error: the run moves).
 func (r *Runner) RunCommand(ctx context.Context, in CommandInput, beat func(CommandStatus)) (CommandStatus, error) {
 	var st CommandStatus
 	spec := in.Spec.WithDefaults()
@@ -124,6 +128,16 @@ func (r *Runner) RunCommand(ctx context.Context, in CommandInput, beat func(Comm
 			if beat != nil {
 				beat(st)
 			}
+		case <-r.Drain.Done():
+			// SIGTERM first: a trainer that writes its checkpoint dir on
+			// SIGTERM loses nothing; what it wrote is synced before the run
+			// moves.
+			_ = p.Stop(r.Drain.Grace(30 * time.Second))
+			st.Output, st.Drained = out.String(), r.Drain.Reason()
+			if err := sync(context.WithoutCancel(ctx)); err != nil {
+				return st, err
+			}
+			return st, nil
 		case <-ctx.Done():
 			_ = p.Stop(10 * time.Second)
 			_ = sync(context.WithoutCancel(ctx))

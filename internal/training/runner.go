@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/trainyard/trainyard/internal/agent/drain"
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/envs"
 	"github.com/trainyard/trainyard/internal/pluginstore"
@@ -73,6 +74,9 @@ type SegmentResult struct {
 	// Eval is then a deterministic evaluation of the final policy.
 	Done bool            `json:"done"`
 	Eval *ppo.EvalResult `json:"eval,omitempty"`
+	// Drained: the node is draining (the reason); the segment stopped early
+	// with a checkpoint of its last iteration, to continue elsewhere.
+	Drained string `json:"drained,omitempty"`
 }
 
 // Runner trains on one node. Between segments it keeps each run's learner
@@ -84,6 +88,9 @@ type Runner struct {
 	Checkpoints *checkpoint.Store
 	// IdleTTL drops learners whose run has not come back (default 30m).
 	IdleTTL time.Duration
+	// Drain, once started, ends segments early with a checkpoint of the
+	// iteration just finished, so their run moves with nothing lost.
+	Drain *drain.Signal
 
 	mu   sync.Mutex
 	live map[string]*session
@@ -175,6 +182,9 @@ func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(
 		if it >= int64(spec.Iterations) {
 			break
 		}
+		if res.Drained = r.Drain.Reason(); res.Drained != "" {
+			break
+		}
 		m, err := s.learner.Iterate(ctx)
 		if err != nil {
 			return res, fmt.Errorf("run %s iteration %d: %w", in.RunID, it+1, classify(err))
@@ -211,6 +221,9 @@ func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(
 		}
 		res.Eval = &ev
 		return res, nil // ok stays false: the session is closed
+	}
+	if res.Drained != "" {
+		return res, nil // ok stays false: the run continues on another node
 	}
 	ok = true
 	r.put(in.RunID, s)

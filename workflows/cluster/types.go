@@ -68,6 +68,10 @@ const (
 	OpRestart Op = "restart"
 	OpAdd     Op = "add-node"
 	OpRemove  Op = "remove-node"
+	// OpDrain: no new work on the node, and the runs on it checkpoint now
+	// and move (Name, Deadline). OpUndrain lets it take work again.
+	OpDrain   Op = "drain-node"
+	OpUndrain Op = "undrain-node"
 )
 
 // Command is sent as SignalCommand.
@@ -75,7 +79,15 @@ type Command struct {
 	Op   Op            `json:"op"`
 	Spec *spec.Cluster `json:"spec,omitempty"` // up
 	Node *spec.Node    `json:"node,omitempty"` // add-node
-	Name string        `json:"name,omitempty"` // remove-node
+	Name string        `json:"name,omitempty"` // remove-node, drain-node, undrain-node
+	// Deadline is how long a drained node's work has to checkpoint.
+	Deadline time.Duration `json:"deadline,omitempty"`
+}
+
+// DrainRequest tells an agent to drain.
+type DrainRequest struct {
+	Reason   string    `json:"reason"`
+	Deadline time.Time `json:"deadline"`
 }
 
 // Heartbeat is what an agent sends every few seconds.
@@ -86,6 +98,9 @@ type Heartbeat struct {
 	Resources resources.Capacity `json:"resources"`
 	GPUUtil   []int              `json:"gpu_util,omitempty"` // percent per GPU, -1 unknown
 	PID       int                `json:"pid"`
+	// Draining says why the agent drains (a preemption notice, SIGTERM, a
+	// drain request); empty while it takes work.
+	Draining string `json:"draining,omitempty"`
 }
 
 // Release returns a job's allocation.
@@ -162,6 +177,7 @@ type NodeStatus struct {
 	Health        Health             `json:"health"`
 	Error         string             `json:"error,omitempty"`
 	Draining      bool               `json:"draining,omitempty"`
+	DrainReason   string             `json:"drain_reason,omitempty" doc:"Why the node drains: a drain request, a preemption notice, SIGTERM."`
 	Resources     resources.Capacity `json:"resources" doc:"As reported by the agent (expected ones until it registers)."`
 	Used          Usage              `json:"used"`
 	GPUUtil       []int              `json:"gpu_util,omitempty"`
@@ -194,17 +210,19 @@ type Status struct {
 
 // nodeState is the workflow's record of one node.
 type nodeState struct {
-	Spec      spec.Node          `json:"spec"`
-	Handle    provision.Handle   `json:"handle"`
-	Health    Health             `json:"health"`
-	Error     string             `json:"error,omitempty"`
-	Draining  bool               `json:"draining,omitempty"`
-	Reported  resources.Capacity `json:"reported"`
-	GPUUtil   []int              `json:"gpu_util,omitempty"`
-	LastBeat  time.Time          `json:"last_beat"`
-	AgentID   string             `json:"agent_id,omitempty"`
-	AgentPID  int                `json:"agent_pid,omitempty"`
-	Allocated map[string]Usage   `json:"allocated,omitempty"` // by job id
+	Spec     spec.Node        `json:"spec"`
+	Handle   provision.Handle `json:"handle"`
+	Health   Health           `json:"health"`
+	Error    string           `json:"error,omitempty"`
+	Draining bool             `json:"draining,omitempty"`
+	// DrainReason: why (empty for a cluster going down).
+	DrainReason string             `json:"drain_reason,omitempty"`
+	Reported    resources.Capacity `json:"reported"`
+	GPUUtil     []int              `json:"gpu_util,omitempty"`
+	LastBeat    time.Time          `json:"last_beat"`
+	AgentID     string             `json:"agent_id,omitempty"`
+	AgentPID    int                `json:"agent_pid,omitempty"`
+	Allocated   map[string]Usage   `json:"allocated,omitempty"` // by job id
 }
 
 // State is carried across continue-as-new.

@@ -74,11 +74,14 @@ type RunProgress struct {
 	Timesteps  int64  `json:"timesteps"`
 	Checkpoint int64  `json:"checkpoint" doc:"Sequence number of the latest checkpoint (0: none yet)."`
 	// MeanReturn is the mean return of the last 100 episodes.
-	MeanReturn float64         `json:"mean_return"`
-	BestReturn float64         `json:"best_return"`
-	Restores   []RunRestore    `json:"restores,omitempty"`
-	Metrics    []ppo.Metrics   `json:"metrics" doc:"Per-iteration metrics, oldest first."`
-	Eval       *ppo.EvalResult `json:"eval,omitempty" doc:"Deterministic evaluation of the final policy."`
+	MeanReturn float64      `json:"mean_return"`
+	BestReturn float64      `json:"best_return"`
+	Restores   []RunRestore `json:"restores,omitempty"`
+	// Drains counts moves off draining nodes (preemption notice, SIGTERM,
+	// drain request): each checkpointed first, so none is a failure.
+	Drains  int             `json:"drains,omitempty" doc:"Times the run moved off a draining node after a just-in-time checkpoint."`
+	Metrics []ppo.Metrics   `json:"metrics" doc:"Per-iteration metrics, oldest first."`
+	Eval    *ppo.EvalResult `json:"eval,omitempty" doc:"Deterministic evaluation of the final policy."`
 	// Output is the end of a command trainer's output once it exited.
 	Output string `json:"output,omitempty" doc:"Command runs: the last lines the trainer printed (live: GET /v1/runs/{id} live_output)."`
 }
@@ -224,6 +227,12 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 				if st.Restored > 0 {
 					p.Restores = append(p.Restores, RunRestore{Checkpoint: st.Restored, Node: p.Node})
 				}
+				if st.Drained != "" {
+					if err := moveOffDrained(ctx, p, st.Drained, true, release); err != nil {
+						return end("cancelled", err)
+					}
+					continue
+				}
 				return end("succeeded", nil)
 			}
 			if done, res, ferr := lost(err); done {
@@ -255,7 +264,29 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			p.Reason = ""
 			return end("succeeded", nil)
 		}
+		if seg.Drained != "" {
+			if err := moveOffDrained(ctx, p, seg.Drained, len(seg.Metrics) > 0, release); err != nil {
+				return end("cancelled", err)
+			}
+		}
 	}
+}
+
+// moveOffDrained gives back a draining node whose agent checkpointed the
+// run early: no failure is counted, and the run is placed again. Placed on
+// the node again before the cluster learnt it drains, the agent returns at
+// once (progressed false): wait a little before asking again.
+func moveOffDrained(ctx workflow.Context, p *RunProgress, reason string, progressed bool, release func()) error {
+	// Versioned: histories from before drains never took this path.
+	_ = workflow.GetVersion(ctx, "drain-moves-run", workflow.DefaultVersion, 1)
+	p.Drains++
+	p.Reason = fmt.Sprintf("node %s drained (%s): checkpoint %d taken at iteration %d; placing the run again", p.Node, reason, p.Checkpoint, p.Iteration)
+	release()
+	p.State = "waiting"
+	if progressed {
+		return nil
+	}
+	return workflow.Sleep(ctx, 2*time.Second)
 }
 
 // allocate asks the cluster for the trainer's slot until it gets one;

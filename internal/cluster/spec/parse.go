@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/trainyard/trainyard/internal/agent/detect/gpudesc"
+	"github.com/trainyard/trainyard/internal/agent/preempt"
 	"github.com/trainyard/trainyard/internal/resources"
 )
 
@@ -32,6 +33,7 @@ type fileNode struct {
 	Provider    string            `yaml:"provider"`
 	Labels      map[string]string `yaml:"labels"`
 	Ephemeral   *bool             `yaml:"ephemeral"`
+	Preemption  string            `yaml:"preemption_notice"`
 	Resources   fileResources     `yaml:"resources"`
 	Provisioner fileProvisioner   `yaml:"provisioner"`
 	line        int
@@ -207,6 +209,11 @@ func (f *fileSpec) node(i int, fn fileNode) (Node, []error) {
 		n.Ephemeral = *d.Ephemeral
 	}
 
+	n.PreemptionNotice = fn.Preemption
+	if n.PreemptionNotice == "" {
+		n.PreemptionNotice = d.Preemption
+	}
+
 	r := fn.Resources
 	if r.CPUs == 0 {
 		r.CPUs = d.Resources.CPUs
@@ -347,6 +354,11 @@ func (c *Cluster) Validate() error {
 			}
 			if len(n.Labels[k]) > 253 || strings.ContainsAny(n.Labels[k], "\x00\n") {
 				fail(ref, "labels", "value of %q is too long or contains a newline", k)
+			}
+		}
+		if n.PreemptionNotice != "" {
+			if _, err := preempt.Parse(n.PreemptionNotice); err != nil {
+				fail(ref, "preemption_notice", "%v", err)
 			}
 		}
 		validateResources(ref, n.Resources, fail)

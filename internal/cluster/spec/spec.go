@@ -36,6 +36,10 @@ type Node struct {
 	// Ephemeral nodes can vanish without warning (spot / marketplace
 	// machines); schedulers keep work on them short.
 	Ephemeral bool `json:"ephemeral,omitempty"`
+	// PreemptionNotice is where the agent watches for the provider's
+	// warning before a spot machine is reclaimed ("aws", "gcp", a URL; see
+	// internal/agent/preempt), to checkpoint its work in time.
+	PreemptionNotice string `json:"preemption_notice,omitempty"`
 	// Resources are what the node is expected to have. Zero CPUs or memory
 	// mean "unknown until the agent reports"; GPU indices are physical
 	// (nvidia-smi) indices.
