@@ -51,15 +51,16 @@ var meter = sync.OnceValue(func() *instruments { return newInstruments(otel.Mete
 func newInstruments(m metric.Meter) *instruments {
 	// Errors only come from invalid names; the instruments are then no-ops.
 	in := &instruments{}
-	in.saveDuration, _ = m.Float64Histogram("trainyard.checkpoint.save.duration", metric.WithUnit("s"),
+	buckets := metric.WithExplicitBucketBoundaries(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+	in.saveDuration, _ = m.Float64Histogram("trainyard.checkpoint.save.duration", metric.WithUnit("s"), buckets,
 		metric.WithDescription("Wall time of a checkpoint save: chunking, uploads of new chunks, manifest."))
-	in.restoreDuration, _ = m.Float64Histogram("trainyard.checkpoint.restore.duration", metric.WithUnit("s"),
+	in.restoreDuration, _ = m.Float64Histogram("trainyard.checkpoint.restore.duration", metric.WithUnit("s"), buckets,
 		metric.WithDescription("Wall time of a checkpoint restore, checksums verified."))
-	in.saveBytes, _ = m.Int64Counter("trainyard.checkpoint.save.bytes", metric.WithUnit("By"),
+	in.saveBytes, _ = m.Int64Counter("trainyard.checkpoint.saved", metric.WithUnit("By"),
 		metric.WithDescription("Bytes in the files of saved checkpoints (what a full copy would send)."))
-	in.uploadedBytes, _ = m.Int64Counter("trainyard.checkpoint.uploaded.bytes", metric.WithUnit("By"),
-		metric.WithDescription("Chunk bytes actually uploaded; 1 - uploaded/save is the deduplication ratio."))
-	in.restoredBytes, _ = m.Int64Counter("trainyard.checkpoint.restore.bytes", metric.WithUnit("By"),
+	in.uploadedBytes, _ = m.Int64Counter("trainyard.checkpoint.uploaded", metric.WithUnit("By"),
+		metric.WithDescription("Chunk bytes actually uploaded; 1 - uploaded/saved is the share deduplication saved."))
+	in.restoredBytes, _ = m.Int64Counter("trainyard.checkpoint.restored", metric.WithUnit("By"),
 		metric.WithDescription("Bytes restored from checkpoints."))
 	in.chunks, _ = m.Int64Counter("trainyard.checkpoint.chunks",
 		metric.WithDescription("Chunks of saved checkpoints, by whether they were uploaded or already stored (uploaded=false)."))

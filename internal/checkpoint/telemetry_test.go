@@ -90,8 +90,8 @@ func TestTelemetry(t *testing.T) {
 			}
 		}
 	}
-	if sums["trainyard.checkpoint.save.bytes"] < 2*m.Size() || sums["trainyard.checkpoint.uploaded.bytes"] <= 0 ||
-		sums["trainyard.checkpoint.restore.bytes"] < m.Size() || sums["trainyard.checkpoint.chunks"] < int64(2*st.ChunksTotal) {
+	if sums["trainyard.checkpoint.saved"] < 2*m.Size() || sums["trainyard.checkpoint.uploaded"] <= 0 ||
+		sums["trainyard.checkpoint.restored"] < m.Size() || sums["trainyard.checkpoint.chunks"] < int64(2*st.ChunksTotal) {
 		t.Errorf("checkpoint counters: %v", sums)
 	}
 	if hists["trainyard.checkpoint.save.duration"] < 2 || hists["trainyard.checkpoint.restore.duration"] < 1 {
