@@ -13,12 +13,12 @@ const stateHeader = 3
 
 // Game is one game in progress. The zero value is not usable; use New.
 type Game struct {
-	cfg     Config
-	geo     *Geometry
-	cells   []int8 // -1 empty, else the owner
-	moves   int
-	counts  [MaxPlayers]int
-	winner  int // -1: none
+	cfg    Config
+	geo    *Geometry
+	cells  []int8 // -1 empty, else the owner
+	moves  int
+	counts [MaxPlayers]int
+	winner int // -1: none
 }
 
 // New starts an empty game of configuration c.
