@@ -161,6 +161,9 @@ func (in *instance) close() {
 		in.dl = nil
 	}
 	if in.mod != nil {
+		if in.m.caps != nil {
+			in.m.caps.forget(in.mod)
+		}
 		_ = in.mod.Close(context.Background())
 		in.mod = nil
 	}

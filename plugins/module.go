@@ -42,7 +42,8 @@ type Module struct {
 	// its global); otherwise with wazero's checks unless noInterrupt.
 	instrumented bool
 	wasm         []byte
-	granted      int // host functions granted at Load
+	granted      int          // host functions granted at Load
+	caps         *httpBinding // the http capability, when granted (capability_http.go)
 
 	pool chan *instance
 
@@ -206,6 +207,9 @@ func (m *Module) checkImports(granted map[string]bool) error {
 		mod, name, _ := f.Import()
 		if mod == wasi_snapshot_preview1.ModuleName || granted[mod+"."+name] {
 			continue
+		}
+		if err := notGranted(mod, name); err != nil {
+			return err
 		}
 		return fmt.Errorf("%w: %s.%s", ErrUnknownImport, mod, name)
 	}

@@ -47,7 +47,8 @@ func (w *watchdog) now() int64 { return int64(time.Since(w.base)) }
 func (w *watchdog) register(stop api.MutableGlobal) *deadlined {
 	w.start.Do(func() { go w.loop() })
 	d := &deadlined{stop: stop}
-	d.ctx, d.cancel = context.WithCancel(context.Background())
+	// Host functions read the call's deadline from the context (callContext).
+	d.ctx, d.cancel = context.WithCancel(context.WithValue(context.Background(), callSlotKey{}, callSlot{w, d}))
 	w.mu.Lock()
 	w.set[d] = struct{}{}
 	w.mu.Unlock()

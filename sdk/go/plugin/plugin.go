@@ -51,6 +51,9 @@ type Metadata struct {
 	NumPlayers      int    `json:"num_players,omitempty"`
 	MaxEpisodeSteps int    `json:"max_episode_steps,omitempty"`
 	StateBytes      int    `json:"state_bytes,omitempty"` // games: upper bound of a saved state
+	// Capabilities the plugin asks for, e.g. "http:llm" to call the
+	// inference endpoint the run grants as "llm" (see HTTP).
+	Capabilities []string `json:"capabilities,omitempty"`
 }
 
 // Env is one environment instance, stepped by the SDK's batch loop.
