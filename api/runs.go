@@ -128,7 +128,7 @@ func (s *Server) registerRuns() {
 	huma.Register(s.API, submit, func(ctx context.Context, in *submitRunInput) (*runRefOutput, error) {
 		spec := in.Body.WithDefaults()
 		if err := spec.Validate(); err != nil {
-			return nil, runSpecError(err)
+			return nil, fieldErrors("invalid run spec", err)
 		}
 		var env pluginstore.Record
 		var ids []string
@@ -141,7 +141,7 @@ func (s *Server) registerRuns() {
 		}
 		if spec.Algorithm == training.AlgorithmPPO {
 			if _, err := spec.PPOConfig(env.Metadata.Name); err != nil {
-				return nil, runSpecError(err)
+				return nil, fieldErrors("invalid run spec", err)
 			}
 		}
 		var reward string
@@ -384,19 +384,24 @@ func (s *Server) getRun(ctx context.Context, id string) (Run, error) {
 // runInput reads the run's input from its first history event.
 func (s *Server) runInput(ctx context.Context, id string) (train.Input, error) {
 	var in train.Input
+	return in, s.workflowInput(ctx, id, &in)
+}
+
+// workflowInput decodes a workflow's input from its first history event.
+func (s *Server) workflowInput(ctx context.Context, id string, in any) error {
 	it := s.d.Temporal.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !it.HasNext() {
-		return in, errors.New("empty history")
+		return errors.New("empty history")
 	}
 	ev, err := it.Next()
 	if err != nil {
-		return in, err
+		return err
 	}
 	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
 	if attrs == nil {
-		return in, errors.New("first event is not WorkflowExecutionStarted")
+		return errors.New("first event is not WorkflowExecutionStarted")
 	}
-	return in, converter.GetDefaultDataConverter().FromPayloads(attrs.GetInput(), &in)
+	return converter.GetDefaultDataConverter().FromPayloads(attrs.GetInput(), in)
 }
 
 // runPlugin resolves a plugin reference of a run spec and checks its kind.
@@ -453,7 +458,9 @@ func RunLogLines(r Run) []string {
 	return out
 }
 
-func runSpecError(err error) error {
+// fieldErrors turns a spec's joined *training.FieldError values into one 422
+// naming each field.
+func fieldErrors(title string, err error) error {
 	var details []error
 	for _, e := range unwrapAll(err) {
 		var fe *training.FieldError
@@ -464,7 +471,7 @@ func runSpecError(err error) error {
 	if len(details) == 0 {
 		details = append(details, &huma.ErrorDetail{Location: "body", Message: err.Error()})
 	}
-	return huma.Error422UnprocessableEntity("invalid run spec", details...)
+	return huma.Error422UnprocessableEntity(title, details...)
 }
 
 func checkpointErr(what string, err error) error {

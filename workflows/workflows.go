@@ -20,6 +20,7 @@ import (
 	"github.com/trainyard/trainyard/workflows/healthcheck"
 	"github.com/trainyard/trainyard/workflows/job"
 	"github.com/trainyard/trainyard/workflows/pluginrun"
+	"github.com/trainyard/trainyard/workflows/sweep"
 	"github.com/trainyard/trainyard/workflows/train"
 )
 
@@ -48,6 +49,7 @@ func Register(w worker.Registry, d Deps) {
 	w.RegisterWorkflowWithOptions(job.Workflow, workflow.RegisterOptions{Name: job.Name})
 	w.RegisterActivity(&job.Activities{Client: d.Client})
 	w.RegisterWorkflowWithOptions(train.Workflow, workflow.RegisterOptions{Name: train.Name})
+	w.RegisterWorkflowWithOptions(sweep.Workflow, workflow.RegisterOptions{Name: sweep.Name})
 }
 
 // RegisterAgent adds what a node agent executes to its worker (polling the

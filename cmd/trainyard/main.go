@@ -56,7 +56,8 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.configFile, "config", "", "YAML config file (keys are flag names); env TRAINYARD_CONFIG")
 	pf.StringVar(&g.logLevel, "log-level", "info", "debug, info, warn or error")
 	pf.StringVar(&g.logFormat, "log-format", "text", "text or json")
-	root.AddCommand(newDevCmd(g), newServerCmd(g), newWorkerCmd(g), newOpenAPICmd(), newTokenCmd(), newPluginCmd(), newAgentCmd(g), newClusterCmd(), newJobCmd(), newPolicyCmd(), newRunCmd())
+	root.AddCommand(newDevCmd(g), newServerCmd(g), newWorkerCmd(g), newOpenAPICmd(), newTokenCmd(), newPluginCmd(), newAgentCmd(g), newClusterCmd(), newJobCmd(), newPolicyCmd(), newRunCmd(), newSweepCmd())
+	root.AddCommand(newS3Cmd(g))
 	return root
 }
 

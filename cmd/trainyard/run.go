@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/trainyard/trainyard/api"
 	"github.com/trainyard/trainyard/internal/apiclient"
@@ -77,25 +78,8 @@ func newRunCmd() *cobra.Command {
 			return followRun(ctx, c, ref.ID, os.Stdout)
 		},
 	}
+	addRunSpecFlags(trainCmd.Flags(), &spec, &target, &hyper)
 	f := trainCmd.Flags()
-	f.StringVar(&spec.Cluster, "cluster", "", "cluster to train on (required)")
-	f.StringVar(&spec.Env, "env", "", "env plugin: sha256, name@version, name or a .wasm file (required for the built-in learner)")
-	f.IntVar(&spec.GPUs, "gpus", 0, "GPUs for a command trainer (CUDA_VISIBLE_DEVICES)")
-	f.IntVar(&spec.SyncEverySeconds, "sync-every", 0, "seconds between checkpoint-dir syncs of a command trainer (default 30)")
-	f.StringVar(&spec.Reward, "reward", "", "reward-shaping plugin (optional)")
-	f.StringVar(&spec.Name, "name", "", "a label for the run")
-	f.IntVar(&spec.Workers, "workers", 0, "worker threads on the trainer (RAY_WORKERS; default 1)")
-	f.IntVar(&spec.EnvsPerWorker, "envs-per-worker", 0, "env instances per worker (ENVS_PER_WORKER; default 8)")
-	f.IntVar(&spec.EpisodeLength, "episode-length", 0, "env steps per instance per iteration (EPISODE_LENGTH)")
-	f.IntVar(&spec.BatchSize, "batch-size", 0, "minibatch size (BATCH_SIZE)")
-	f.IntVar(&spec.Iterations, "iterations", 0, "stop after this many iterations (default 500)")
-	f.Float64Var(&target, "target-return", 0, "stop once the mean return of the last 100 episodes reaches this")
-	f.IntVar(&spec.CheckpointEvery, "checkpoint-every", 0, "iterations between checkpoints (default 10)")
-	f.IntVar(&spec.KeepCheckpoints, "keep-checkpoints", 0, "checkpoints kept besides the best (default 3)")
-	f.Uint64Var(&spec.Seed, "seed", 0, "seed for weights, envs and sampling")
-	f.Float64Var(&spec.CPUs, "cpus", 0, "CPUs the trainer reserves (default: workers)")
-	f.Int64Var(&spec.MemoryMB, "memory-mb", 0, "memory the trainer reserves (default 512)")
-	f.StringArrayVar(&hyper, "set", nil, "PPO hyper-parameter name=value (repeatable)")
 	f.BoolVar(&detach, "detach", false, "print the run id and return at once")
 	_ = trainCmd.MarkFlagRequired("cluster")
 
@@ -272,6 +256,29 @@ func newRunCmd() *cobra.Command {
 	cmd.AddCommand(trainCmd, ls, show, logs, verb("pause", "Pause a run at its next checkpoint"),
 		verb("resume", "Resume a paused run"), verb("cancel", "Cancel a run (its checkpoints stay)"), ckpts, download)
 	return cmd
+}
+
+// addRunSpecFlags binds a run spec's fields (shared by run train and sweep
+// run, whose trials start from such a spec).
+func addRunSpecFlags(f *pflag.FlagSet, spec *training.Spec, target *float64, hyper *[]string) {
+	f.StringVar(&spec.Cluster, "cluster", "", "cluster to train on (required)")
+	f.StringVar(&spec.Env, "env", "", "env plugin: sha256, name@version, name or a .wasm file (required for the built-in learner)")
+	f.IntVar(&spec.GPUs, "gpus", 0, "GPUs for a command trainer (CUDA_VISIBLE_DEVICES)")
+	f.IntVar(&spec.SyncEverySeconds, "sync-every", 0, "seconds between checkpoint-dir syncs of a command trainer (default 30)")
+	f.StringVar(&spec.Reward, "reward", "", "reward-shaping plugin (optional)")
+	f.StringVar(&spec.Name, "name", "", "a label for the run")
+	f.IntVar(&spec.Workers, "workers", 0, "worker threads on the trainer (RAY_WORKERS; default 1)")
+	f.IntVar(&spec.EnvsPerWorker, "envs-per-worker", 0, "env instances per worker (ENVS_PER_WORKER; default 8)")
+	f.IntVar(&spec.EpisodeLength, "episode-length", 0, "env steps per instance per iteration (EPISODE_LENGTH)")
+	f.IntVar(&spec.BatchSize, "batch-size", 0, "minibatch size (BATCH_SIZE)")
+	f.IntVar(&spec.Iterations, "iterations", 0, "stop after this many iterations (default 500)")
+	f.Float64Var(target, "target-return", 0, "stop once the mean return of the last 100 episodes reaches this")
+	f.IntVar(&spec.CheckpointEvery, "checkpoint-every", 0, "iterations between checkpoints (default 10)")
+	f.IntVar(&spec.KeepCheckpoints, "keep-checkpoints", 0, "checkpoints kept besides the best (default 3)")
+	f.Uint64Var(&spec.Seed, "seed", 0, "seed for weights, envs and sampling")
+	f.Float64Var(&spec.CPUs, "cpus", 0, "CPUs the trainer reserves (default: workers)")
+	f.Int64Var(&spec.MemoryMB, "memory-mb", 0, "memory the trainer reserves (default 512)")
+	f.StringArrayVar(hyper, "set", nil, "PPO hyper-parameter name=value (repeatable)")
 }
 
 func getRun(ctx context.Context, c *apiclient.Client, id string) (api.Run, error) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -193,7 +194,12 @@ func upload(t *testing.T, dev *devProc, token string, wasm []byte, out any) (int
 // cli runs the trainyard binary against dev and returns its stdout.
 func cli(t *testing.T, dev *devProc, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(binary, append(args, "--data-dir", dev.dir)...)
+	// Flags go before a "--" that ends them (a command to run).
+	i := slices.Index(args, "--")
+	if i < 0 {
+		i = len(args)
+	}
+	cmd := exec.Command(binary, slices.Concat(args[:i], []string{"--data-dir", dev.dir}, args[i:])...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -184,7 +184,7 @@ func TrialSpec(base training.Spec, p Params) (training.Spec, error) {
 // sweep's own fields. Every problem is a *training.FieldError with a path
 // relative to the sweep body (grid.learning_rat, run.cluster, ...),
 // joined; a problem common to all trials is reported once.
-func ValidateTrials(spec Spec, envName string) error {
+func ValidateTrials(spec SweepSpec, envName string) error {
 	var errs []error
 	seen := map[string]bool{}
 	add := func(fe *training.FieldError) {

@@ -99,22 +99,22 @@ func TestValidateTrials(t *testing.T) {
 	cmdRun := training.Spec{Cluster: "lab", Algorithm: training.AlgorithmCommand, Command: []string{"train", "--lr={lr}"}}.WithDefaults()
 	for _, tc := range []struct {
 		name string
-		spec Spec
+		spec SweepSpec
 		want []string // field: reason substrings, one per problem
 	}{
-		{"ok", Spec{Run: ppoRun, Grid: map[string][]any{"learning_rate": {0.001, 0.0003}, "seed": {1.0, 2.0}}}, nil},
-		{"empty grid", Spec{Run: ppoRun}, []string{"grid: empty"}},
-		{"name without values", Spec{Run: ppoRun, Grid: map[string][]any{"gamma": {}}}, []string{"grid.gamma: needs at least one value"}},
-		{"unknown hyper-parameter", Spec{Run: ppoRun, Grid: map[string][]any{"learning_rat": {0.1, 0.2}}}, []string{"grid.learning_rat: unknown hyper-parameter"}},
-		{"bad value", Spec{Run: ppoRun, Grid: map[string][]any{"gamma": {0.9, "high"}}}, []string{"grid: trial gamma=high"}},
-		{"knob out of range", Spec{Run: ppoRun, Grid: map[string][]any{"workers": {1.0, 500.0}}}, []string{"grid.workers: must be 1..64", "grid: trial workers=500"}},
-		{"too many trials", Spec{Run: ppoRun, Grid: map[string][]any{"seed": make([]any, 300)}}, []string{"grid: expands to 300 trials"}},
-		{"bad base", Spec{Run: training.Spec{Env: "cartpole"}.WithDefaults(), Grid: map[string][]any{"seed": {1.0}}}, []string{"run.cluster: required"}},
-		{"gpus for the built-in learner", Spec{Run: ppoRun, GPUsPerTrial: 0.5, Grid: map[string][]any{"seed": {1.0}}}, []string{"gpus_per_trial: the built-in learner"}},
-		{"gpus not a share", Spec{Run: cmdRun, GPUsPerTrial: 1.5, Grid: map[string][]any{"lr": {1.0}}}, []string{"gpus_per_trial: must be a fraction"}},
-		{"command trial ok", Spec{Run: cmdRun, GPUsPerTrial: 0.25, MaxConcurrent: 8, Grid: map[string][]any{"lr": {0.1, 0.01}}}, nil},
-		{"command never sees a name", Spec{Run: cmdRun, Grid: map[string][]any{"lr": {0.1}, "gamma": {0.9}}}, []string{"grid.gamma: a command trial"}},
-		{"max concurrent", Spec{Run: ppoRun, MaxConcurrent: -1, Grid: map[string][]any{"seed": {1.0}}}, []string{"max_concurrent: must be"}},
+		{"ok", SweepSpec{Run: ppoRun, Grid: map[string][]any{"learning_rate": {0.001, 0.0003}, "seed": {1.0, 2.0}}}, nil},
+		{"empty grid", SweepSpec{Run: ppoRun}, []string{"grid: empty"}},
+		{"name without values", SweepSpec{Run: ppoRun, Grid: map[string][]any{"gamma": {}}}, []string{"grid.gamma: needs at least one value"}},
+		{"unknown hyper-parameter", SweepSpec{Run: ppoRun, Grid: map[string][]any{"learning_rat": {0.1, 0.2}}}, []string{"grid.learning_rat: unknown hyper-parameter"}},
+		{"bad value", SweepSpec{Run: ppoRun, Grid: map[string][]any{"gamma": {0.9, "high"}}}, []string{"grid: trial gamma=high"}},
+		{"knob out of range", SweepSpec{Run: ppoRun, Grid: map[string][]any{"workers": {1.0, 500.0}}}, []string{"grid.workers: must be 1..64", "grid: trial workers=500"}},
+		{"too many trials", SweepSpec{Run: ppoRun, Grid: map[string][]any{"seed": make([]any, 300)}}, []string{"grid: expands to 300 trials"}},
+		{"bad base", SweepSpec{Run: training.Spec{Env: "cartpole"}.WithDefaults(), Grid: map[string][]any{"seed": {1.0}}}, []string{"run.cluster: required"}},
+		{"gpus for the built-in learner", SweepSpec{Run: ppoRun, GPUsPerTrial: 0.5, Grid: map[string][]any{"seed": {1.0}}}, []string{"gpus_per_trial: the built-in learner"}},
+		{"gpus not a share", SweepSpec{Run: cmdRun, GPUsPerTrial: 1.5, Grid: map[string][]any{"lr": {1.0}}}, []string{"gpus_per_trial: must be a fraction"}},
+		{"command trial ok", SweepSpec{Run: cmdRun, GPUsPerTrial: 0.25, MaxConcurrent: 8, Grid: map[string][]any{"lr": {0.1, 0.01}}}, nil},
+		{"command never sees a name", SweepSpec{Run: cmdRun, Grid: map[string][]any{"lr": {0.1}, "gamma": {0.9}}}, []string{"grid.gamma: a command trial"}},
+		{"max concurrent", SweepSpec{Run: ppoRun, MaxConcurrent: -1, Grid: map[string][]any{"seed": {1.0}}}, []string{"max_concurrent: must be"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := ValidateTrials(tc.spec, "CartPole-v1")

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -29,8 +30,8 @@ const Name = "Sweep"
 // QueryProgress returns the results table.
 const QueryProgress = "progress"
 
-// IDPrefix marks sweep workflow ids (sweep-<uuid>); trials are
-// <sweep id>-t<NN>.
+// IDPrefix marks sweep workflow ids (sweep-<uuid>); trials are training
+// runs like any other, run-<uuid>-t<NN>, so every run route serves them.
 const IDPrefix = "sweep-"
 
 // infeasibleGrace is how long a GPU-sharing trial no node can take waits
@@ -47,8 +48,8 @@ const (
 	StatePending = "pending" // not started: over max_concurrent
 )
 
-// Spec is a sweep as submitted.
-type Spec struct {
+// SweepSpec is a sweep as submitted.
+type SweepSpec struct {
 	Name string        `json:"name,omitempty" doc:"A label for people; the sweep id is generated."`
 	Run  training.Spec `json:"run" doc:"The run every trial starts from (as POST /v1/runs takes it); the grid overrides its fields per trial."`
 	// Grid maps a hyper-parameter (or seed-000 knob, or seed) to the
@@ -60,11 +61,11 @@ type Spec struct {
 
 // Input is one sweep, its plugins resolved to content hashes.
 type Input struct {
-	SweepID      string   `json:"sweep_id"`
-	Spec         Spec     `json:"spec"`
-	EnvPlugin    string   `json:"env_plugin,omitempty"`
-	RewardPlugin string   `json:"reward_plugin,omitempty"`
-	Plugins      []string `json:"plugins,omitempty"` // for the trials' TrainyardPlugins search attribute
+	SweepID      string    `json:"sweep_id"`
+	Spec         SweepSpec `json:"spec"`
+	EnvPlugin    string    `json:"env_plugin,omitempty"`
+	RewardPlugin string    `json:"reward_plugin,omitempty"`
+	Plugins      []string  `json:"plugins,omitempty"` // for the trials' TrainyardPlugins search attribute
 }
 
 // Trial is one row of the results table.
@@ -84,8 +85,8 @@ type Trial struct {
 	Error      string  `json:"error,omitempty"`
 }
 
-// Progress is the sweep's results table, live and at the end.
-type Progress struct {
+// Results is the sweep's results table, live and at the end.
+type Results struct {
 	State  string  `json:"state" enum:"running,completed,cancelled"`
 	Trials []Trial `json:"trials" doc:"One row per trial, in grid order."`
 	// Best is the succeeded trial with the highest final mean return.
@@ -100,11 +101,11 @@ type Progress struct {
 // TrialID is the workflow (and run) id of trial i (from 1) of n.
 func TrialID(sweepID string, i, n int) string {
 	width := max(2, len(fmt.Sprint(n)))
-	return fmt.Sprintf("%s-t%0*d", sweepID, width, i)
+	return fmt.Sprintf("run-%s-t%0*d", strings.TrimPrefix(sweepID, IDPrefix), width, i)
 }
 
 // Tally recounts the states and picks the best trial.
-func (p *Progress) Tally() {
+func (p *Results) Tally() {
 	p.Pending, p.Running, p.Succeeded, p.Failed, p.Cancelled, p.Best = 0, 0, 0, 0, 0, 0
 	best := math.Inf(-1)
 	for _, t := range p.Trials {
@@ -129,22 +130,22 @@ func (p *Progress) Tally() {
 // Workflow runs every trial of the grid to its end and returns the table.
 // Cancelling it cancels the trials that run (and waits for them, so their
 // rows are final) and never starts the rest.
-func Workflow(ctx workflow.Context, in Input) (Progress, error) {
+func Workflow(ctx workflow.Context, in Input) (Results, error) {
 	params := Expand(in.Spec.Grid)
 	if len(params) == 0 {
-		return Progress{State: "completed", Trials: []Trial{}}, temporal.NewNonRetryableApplicationError(
+		return Results{State: "completed", Trials: []Trial{}}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("grid expands to %d trials; want 1..%d", Size(in.Spec.Grid), MaxTrials), "InvalidSweep", nil)
 	}
 	limit := in.Spec.MaxConcurrent
 	if limit <= 0 {
 		limit = DefaultMaxConcurrent
 	}
-	p := &Progress{State: "running", Trials: make([]Trial, len(params))}
+	p := &Results{State: "running", Trials: make([]Trial, len(params))}
 	for i, pr := range params {
 		p.Trials[i] = Trial{Index: i + 1, RunID: TrialID(in.SweepID, i+1, len(params)), Params: pr, State: StatePending}
 	}
 	p.Tally()
-	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (Progress, error) {
+	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (Results, error) {
 		// Counts are tallied here: trials change state inside their own
 		// coroutines.
 		q := *p

@@ -72,7 +72,7 @@ func baseSpec() training.Spec {
 func TestSweepRunsGridAsChildren(t *testing.T) {
 	f := &fakeTrain{inputs: map[string]train.Input{}, trainFor: time.Hour, failReason: "diverged: loss is NaN"}
 	env := newEnv(t, f)
-	in := Input{SweepID: "sweep-abc", EnvPlugin: "sha-env", Spec: Spec{
+	in := Input{SweepID: "sweep-abc", EnvPlugin: "sha-env", Spec: SweepSpec{
 		Run: baseSpec(), MaxConcurrent: 2,
 		Grid: map[string][]any{"learning_rate": {0.1, 0.3, 0.5}, "seed": {1.0, 2.0}},
 	}}
@@ -83,7 +83,7 @@ func TestSweepRunsGridAsChildren(t *testing.T) {
 			t.Errorf("query mid-way: %v", err)
 			return
 		}
-		var p Progress
+		var p Results
 		if err := v.Get(&p); err != nil {
 			t.Errorf("decode: %v", err)
 			return
@@ -99,7 +99,7 @@ func TestSweepRunsGridAsChildren(t *testing.T) {
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatalf("sweep failed: %v", err)
 	}
-	var p Progress
+	var p Results
 	if err := env.GetWorkflowResult(&p); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestSweepRunsGridAsChildren(t *testing.T) {
 	if len(p.Trials) != 6 || p.State != "completed" || p.Succeeded != 4 || p.Failed != 2 {
 		t.Fatalf("table: state %s, %d rows, %d succeeded, %d failed; want completed, 6, 4, 2", p.State, len(p.Trials), p.Succeeded, p.Failed)
 	}
-	wantIDs := []string{"sweep-abc-t01", "sweep-abc-t02", "sweep-abc-t03", "sweep-abc-t04", "sweep-abc-t05", "sweep-abc-t06"}
+	wantIDs := []string{"run-abc-t01", "run-abc-t02", "run-abc-t03", "run-abc-t04", "run-abc-t05", "run-abc-t06"}
 	for i, tr := range p.Trials {
 		if tr.RunID != wantIDs[i] || tr.Index != i+1 {
 			t.Errorf("row %d: id %s index %d, want %s %d", i, tr.RunID, tr.Index, wantIDs[i], i+1)
@@ -145,7 +145,7 @@ func TestSweepCancelCancelsTrials(t *testing.T) {
 	f := &fakeTrain{inputs: map[string]train.Input{}, trainFor: 10 * time.Hour}
 	env := newEnv(t, f)
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Hour)
-	env.ExecuteWorkflow(Name, Input{SweepID: "sweep-c", Spec: Spec{
+	env.ExecuteWorkflow(Name, Input{SweepID: "sweep-c", Spec: SweepSpec{
 		Run: baseSpec(), MaxConcurrent: 2, Grid: map[string][]any{"learning_rate": {0.1, 0.2, 0.3}},
 	}})
 	if !env.IsWorkflowCompleted() {
@@ -164,7 +164,7 @@ func TestSweepCancelCancelsTrials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p Progress
+	var p Results
 	if err := v.Get(&p); err != nil {
 		t.Fatal(err)
 	}
@@ -198,13 +198,13 @@ func TestSweepSharesGPUs(t *testing.T) {
 		return cluster.Allocation{Node: "n1", Queue: "node/lab/n1", GPUs: []int{0}}, nil
 	})
 	cmd := training.Spec{Cluster: "lab", Algorithm: training.AlgorithmCommand, Command: []string{"python", "train.py", "--lr", "{lr}"}}
-	env.ExecuteWorkflow(Name, Input{SweepID: "sweep-g", Spec: Spec{
+	env.ExecuteWorkflow(Name, Input{SweepID: "sweep-g", Spec: SweepSpec{
 		Run: cmd, GPUsPerTrial: 0.25, Grid: map[string][]any{"lr": {0.1, 0.2}},
 	}})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	var p Progress
+	var p Results
 	if err := env.GetWorkflowResult(&p); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestSweepSharesGPUs(t *testing.T) {
 		}
 		seen[r.JobID] = true
 	}
-	if !seen["sweep-g-t01"] || !seen["sweep-g-t02"] {
+	if !seen["run-g-t01"] || !seen["run-g-t02"] {
 		t.Errorf("reservations for %v, want the trials' run ids", seen)
 	}
 	for _, tr := range p.Trials {
@@ -239,7 +239,7 @@ func TestSweepSharesGPUs(t *testing.T) {
 // fails at once instead of completing with an empty table.
 func TestSweepRejectsEmptyGrid(t *testing.T) {
 	env := newEnv(t, &fakeTrain{inputs: map[string]train.Input{}})
-	env.ExecuteWorkflow(Name, Input{SweepID: "sweep-e", Spec: Spec{Run: baseSpec()}})
+	env.ExecuteWorkflow(Name, Input{SweepID: "sweep-e", Spec: SweepSpec{Run: baseSpec()}})
 	var app *temporal.ApplicationError
 	if err := env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != "InvalidSweep" {
 		t.Fatalf("error %v, want InvalidSweep", err)
