@@ -13,6 +13,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/workspec"
@@ -38,6 +39,9 @@ type Spec struct {
 	Algorithm string   `json:"algorithm,omitempty" enum:"ppo,command" doc:"ppo (built-in learner, default) or command (run Command as the trainer)."`
 	Command   []string `json:"command,omitempty" maxItems:"256" doc:"Bring-your-own trainer: argv run on the node with its GPUs (CUDA_VISIBLE_DEVICES), a minimal environment and TRAINYARD_CHECKPOINT_DIR, synced to S3 and restored before any restart; its exit status decides the run."`
 	GPUs      int      `json:"gpus,omitempty" minimum:"0" maximum:"64" doc:"GPUs the trainer gets (command runs)."`
+	// InfeasibleGrace: how long the run waits, when no node could ever
+	// hold it (its node left), for the cluster to change before failing.
+	InfeasibleGrace string `json:"infeasible_grace,omitempty" maxLength:"20" doc:"How long a run no node of the cluster could ever hold waits for a node that fits to join before it fails (e.g. 5m, the default)."`
 	// SyncEverySeconds: how often a command's checkpoint dir is synced.
 	SyncEverySeconds int `json:"sync_every_seconds,omitempty" minimum:"0" doc:"Seconds between syncs of a command's checkpoint dir to S3 (default 30; also at exit)."`
 	Workers          int `json:"workers,omitempty" minimum:"0" maximum:"64" doc:"Worker threads on the trainer node (RAY_WORKERS); default 1."`
@@ -98,6 +102,18 @@ func (s Spec) WithDefaults() Spec {
 
 // Validate checks what can be checked without the env plugin; every
 // problem is a *FieldError, joined.
+// Grace is InfeasibleGrace parsed; 0 when unset (the workflow's default).
+func (s Spec) Grace() (time.Duration, error) {
+	if s.InfeasibleGrace == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s.InfeasibleGrace)
+	if err != nil || d <= 0 || d > 7*24*time.Hour {
+		return 0, fmt.Errorf("%q: want a duration like 30s, 5m or 2h (at most 168h)", s.InfeasibleGrace)
+	}
+	return d, nil
+}
+
 func (s Spec) Validate() error {
 	var errs []error
 	bad := func(field, format string, a ...any) {
@@ -123,6 +139,9 @@ func (s Spec) Validate() error {
 		}
 	default:
 		bad("algorithm", "%q is not supported (%q or %q)", s.Algorithm, AlgorithmPPO, AlgorithmCommand)
+	}
+	if _, err := s.Grace(); err != nil {
+		bad("infeasible_grace", "%v", err)
 	}
 	if s.Workers < 1 || s.Workers > 64 {
 		bad("workers", "must be 1..64, got %d", s.Workers)

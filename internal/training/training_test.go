@@ -90,6 +90,8 @@ func TestSpecValidate(t *testing.T) {
 		{"no env", Spec{Cluster: "lab"}, "env"},
 		{"algorithm", Spec{Cluster: "lab", Env: "x", Algorithm: "dqn"}, "algorithm"},
 		{"workers", Spec{Cluster: "lab", Env: "x", Workers: 65}, "workers"},
+		{"infeasible grace", Spec{Cluster: "lab", Env: "x", InfeasibleGrace: "soon"}, "infeasible_grace"},
+		{"negative grace", Spec{Cluster: "lab", Env: "x", InfeasibleGrace: "-5m"}, "infeasible_grace"},
 		{"envs", Spec{Cluster: "lab", Env: "x", EnvsPerWorker: 5000}, "envs_per_worker"},
 		{"nan target", Spec{Cluster: "lab", Env: "x", TargetReturn: nan}, "target_return"},
 		{"unknown hyper", Spec{Cluster: "lab", Env: "x", Hyperparameters: map[string]any{"learning_rat": 0.1}}, "hyperparameters.learning_rat"},

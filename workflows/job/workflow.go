@@ -47,11 +47,13 @@ type Result struct {
 
 // Progress is what a job is doing now, and why it waits when it waits.
 type Progress struct {
-	State      string `json:"state" enum:"waiting,infeasible,running,done,failed"`
-	Node       string `json:"node,omitempty"`
-	GPUs       []int  `json:"gpus,omitempty"`
-	Reason     string `json:"reason,omitempty"`
-	Placements int    `json:"placements"`
+	State  string `json:"state" enum:"waiting,infeasible,running,done,failed"`
+	Node   string `json:"node,omitempty"`
+	GPUs   []int  `json:"gpus,omitempty"`
+	Reason string `json:"reason,omitempty" doc:"Why it waits: the resource or rule that blocks it on each node; when infeasible, also when it fails unless the cluster changes."`
+	// WaitingSince orders the queue (GET /v1/clusters/{name}/queue).
+	WaitingSince *time.Time `json:"waiting_since,omitempty" doc:"When it began waiting for a node (unset while placed)."`
+	Placements   int        `json:"placements"`
 }
 
 // Workflow places and runs the job.
@@ -85,12 +87,17 @@ func Workflow(ctx workflow.Context, in Input) (Result, error) {
 			// Never wait silently: the reason names what blocks the job,
 			// and work that can never fit fails after a grace period.
 			p.State, p.Reason = "waiting", reason(err)
+			if p.WaitingSince == nil {
+				now := workflow.Now(ctx)
+				p.WaitingSince = &now
+			}
 			var app *temporal.ApplicationError
 			if errors.As(err, &app) && app.Type() == cluster.ErrInfeasible {
 				p.State = "infeasible"
 				if infeasibleSince.IsZero() {
 					infeasibleSince = workflow.Now(ctx)
 				}
+				p.Reason += fmt.Sprintf("; fails at %s unless a node that fits joins", infeasibleSince.Add(in.InfeasibleGrace).UTC().Format(time.RFC3339))
 				if workflow.Now(ctx).Sub(infeasibleSince) >= in.InfeasibleGrace {
 					p.State = "failed"
 					return Result{}, temporal.NewNonRetryableApplicationError(
@@ -104,7 +111,7 @@ func Workflow(ctx workflow.Context, in Input) (Result, error) {
 			}
 		}
 		p.Placements++
-		p.State, p.Node, p.GPUs, p.Reason = "running", alloc.Node, alloc.GPUs, ""
+		p.State, p.Node, p.GPUs, p.Reason, p.WaitingSince = "running", alloc.Node, alloc.GPUs, "", nil
 
 		runCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			TaskQueue:              alloc.Queue,

@@ -65,8 +65,10 @@ type RunRestore struct {
 
 // RunProgress is the run's live state and, once it ends, its result.
 type RunProgress struct {
-	State      string `json:"state" enum:"waiting,running,paused,succeeded,failed,cancelled"`
-	Reason     string `json:"reason,omitempty" doc:"Why it waits, or why it failed."`
+	State  string `json:"state" enum:"waiting,infeasible,running,paused,succeeded,failed,cancelled"`
+	Reason string `json:"reason,omitempty" doc:"Why it waits (the resource or rule that blocks it on each node; when infeasible, also when it fails unless the cluster changes), or why it failed."`
+	// WaitingSince orders the queue (GET /v1/clusters/{name}/queue).
+	WaitingSince *time.Time `json:"waiting_since,omitempty" doc:"When it began waiting for a node (unset while placed)."`
 	Node       string `json:"node,omitempty"`
 	Placements int    `json:"placements"`
 	Failures   int    `json:"failures" doc:"Segments lost to node deaths or outages, each redone from the latest checkpoint."`
@@ -115,6 +117,10 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 	spec := in.Spec.WithDefaults()
 	if in.MaxFailures <= 0 {
 		in.MaxFailures = 20
+	}
+	if in.InfeasibleGrace <= 0 {
+		// Validated at submission; runs from before the field have none.
+		in.InfeasibleGrace, _ = spec.Grace()
 	}
 	if in.InfeasibleGrace <= 0 {
 		in.InfeasibleGrace = 5 * time.Minute
@@ -205,7 +211,7 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			}
 			alloc = &a
 			p.Placements++
-			p.Node, p.Reason = a.Node, ""
+			p.Node, p.Reason, p.WaitingSince = a.Node, "", nil
 		}
 		p.State = "running"
 		if spec.Algorithm == training.AlgorithmCommand {
@@ -310,11 +316,17 @@ func allocate(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress
 			return a, ctx.Err()
 		}
 		p.State, p.Reason = "waiting", reason(err)
+		if p.WaitingSince == nil {
+			now := workflow.Now(ctx)
+			p.WaitingSince = &now
+		}
 		var app *temporal.ApplicationError
 		if errors.As(err, &app) && app.Type() == cluster.ErrInfeasible {
 			if infeasibleSince.IsZero() {
 				infeasibleSince = workflow.Now(ctx)
 			}
+			p.State = "infeasible"
+			p.Reason += fmt.Sprintf("; fails at %s unless a node that fits joins", infeasibleSince.Add(in.InfeasibleGrace).UTC().Format(time.RFC3339))
 			if workflow.Now(ctx).Sub(infeasibleSince) >= in.InfeasibleGrace {
 				return a, temporal.NewNonRetryableApplicationError(
 					fmt.Sprintf("no node of cluster %s can ever run this training run (waited %v): %s", spec.Cluster, in.InfeasibleGrace, app.Message()), cluster.ErrInfeasible, nil)
