@@ -77,6 +77,7 @@ func New(d Deps) *Server {
 	s.registerClusters()
 	s.registerPolicies()
 	s.registerRuns()
+	s.registerSelfplay()
 	s.registerSweeps()
 	return s
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/trainyard/trainyard/workflows/healthcheck"
 	"github.com/trainyard/trainyard/workflows/job"
 	"github.com/trainyard/trainyard/workflows/pluginrun"
+	"github.com/trainyard/trainyard/workflows/selfplay"
 	"github.com/trainyard/trainyard/workflows/sweep"
 	"github.com/trainyard/trainyard/workflows/train"
 )
@@ -49,6 +50,8 @@ func Register(w worker.Registry, d Deps) {
 	w.RegisterWorkflowWithOptions(job.Workflow, workflow.RegisterOptions{Name: job.Name})
 	w.RegisterActivity(&job.Activities{Client: d.Client})
 	w.RegisterWorkflowWithOptions(train.Workflow, workflow.RegisterOptions{Name: train.Name})
+	w.RegisterWorkflowWithOptions(selfplay.Workflow, workflow.RegisterOptions{Name: selfplay.Name})
+	w.RegisterActivity(&selfplay.Activities{Store: d.Store})
 	w.RegisterWorkflowWithOptions(sweep.Workflow, workflow.RegisterOptions{Name: sweep.Name})
 }
 
@@ -62,4 +65,10 @@ func RegisterAgent(w worker.Registry, dir string, runner *training.Runner, drain
 	if runner != nil {
 		w.RegisterActivity(&train.AgentActivities{Runner: runner, Dir: dir})
 	}
+}
+
+// RegisterSelfplayAgent adds the self-play activities (batches, training,
+// gauntlets) to a node agent's worker.
+func RegisterSelfplayAgent(w worker.Registry, a *selfplay.AgentActivities) {
+	w.RegisterActivity(a)
 }

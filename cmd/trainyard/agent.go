@@ -125,6 +125,11 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 	// checkpointed on SIGTERM still report.
 	w := worker.New(tc, cluster.NodeQueue(o.cluster, o.node), worker.Options{Identity: "agent@" + o.node, WorkerStopTimeout: o.drainTimeout})
 	workflows.RegisterAgent(w, dir, runner, drains)
+	if runner != nil {
+		if err := registerSelfplayAgent(ctx, w, o, dir, runner); err != nil {
+			return fmt.Errorf("agent %s: %w", o.node, err)
+		}
+	}
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("agent %s: start worker: %w", o.node, err)
 	}

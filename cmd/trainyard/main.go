@@ -58,6 +58,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.logFormat, "log-format", "text", "text or json")
 	root.AddCommand(newDevCmd(g), newServerCmd(g), newWorkerCmd(g), newOpenAPICmd(), newTokenCmd(), newPluginCmd(), newAgentCmd(g), newClusterCmd(), newJobCmd(), newPolicyCmd(), newRunCmd(), newSweepCmd())
 	root.AddCommand(newS3Cmd(g))
+	root.AddCommand(newSelfplayCmd())
 	return root
 }
 

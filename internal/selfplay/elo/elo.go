@@ -81,8 +81,8 @@ type Point struct {
 	Elo   float64   `json:"elo"`
 }
 
-// Config is one game config's table.
-type Config struct {
+// ConfigRatings is one game config's table.
+type ConfigRatings struct {
 	Ratings map[string]*Rating `json:"ratings"`
 	History []Match            `json:"history"`
 	BestLog []Point            `json:"best_log"`
@@ -92,7 +92,7 @@ type Config struct {
 // Table is every config's ratings.
 type Table struct {
 	K       float64            `json:"k"`
-	Configs map[string]*Config `json:"configs"`
+	Configs map[string]*ConfigRatings `json:"configs"`
 }
 
 // New is an empty table with K-factor k (DefaultK when 0).
@@ -100,16 +100,16 @@ func New(k float64) *Table {
 	if k <= 0 {
 		k = DefaultK
 	}
-	return &Table{K: k, Configs: map[string]*Config{}}
+	return &Table{K: k, Configs: map[string]*ConfigRatings{}}
 }
 
-func (t *Table) config(name string) *Config {
+func (t *Table) config(name string) *ConfigRatings {
 	if t.Configs == nil {
-		t.Configs = map[string]*Config{}
+		t.Configs = map[string]*ConfigRatings{}
 	}
 	c := t.Configs[name]
 	if c == nil {
-		c = &Config{Ratings: map[string]*Rating{}}
+		c = &ConfigRatings{Ratings: map[string]*Rating{}}
 		t.Configs[name] = c
 	}
 	return c
@@ -181,7 +181,7 @@ func (t *Table) Promote(config, model string, at time.Time) {
 	t.logBest(c, at)
 }
 
-func (t *Table) logBest(c *Config, at time.Time) {
+func (t *Table) logBest(c *ConfigRatings, at time.Time) {
 	r := c.Ratings[c.Best]
 	c.BestLog = append(c.BestLog, Point{At: at, Model: r.Model, Elo: r.Elo})
 	if len(c.BestLog) > maxHistory {

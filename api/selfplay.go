@@ -1,0 +1,393 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/trainyard/trainyard/internal/auth"
+	"github.com/trainyard/trainyard/internal/selfplay/elo"
+	"github.com/trainyard/trainyard/plugins"
+	"github.com/trainyard/trainyard/workflows"
+	"github.com/trainyard/trainyard/workflows/cluster"
+	"github.com/trainyard/trainyard/workflows/pluginrun"
+	"github.com/trainyard/trainyard/workflows/selfplay"
+)
+
+// SelfplayStart starts a self-play loop for one game config on a cluster.
+type SelfplayStart struct {
+	Cluster  string            `json:"cluster" minLength:"1" doc:"Cluster whose nodes play, train and evaluate."`
+	Config   string            `json:"config" minLength:"1" example:"square8_2p" doc:"Game config: board and player count."`
+	Game     string            `json:"game,omitempty" doc:"Game plugin (sha256, name@version or name); default kinrow-<config>."`
+	Settings selfplay.Settings `json:"settings,omitempty"`
+}
+
+// SelfplaySummary is one loop in a listing.
+type SelfplaySummary struct {
+	ID         string     `json:"id" example:"lab/square8_2p" doc:"CLUSTER/CONFIG."`
+	Cluster    string     `json:"cluster"`
+	Config     string     `json:"config"`
+	Status     string     `json:"status" enum:"running,completed,failed,canceled,terminated,continued_as_new,timed_out,unknown"`
+	StartTime  time.Time  `json:"start_time"`
+	CloseTime  *time.Time `json:"close_time,omitempty"`
+	Phase      string     `json:"phase,omitempty"`
+	Generation int        `json:"generation"`
+	Best       string     `json:"best,omitempty"`
+	BestElo    float64    `json:"best_elo,omitempty"`
+}
+
+// SelfplayLive is the self-play batch in flight, from its heartbeat.
+type SelfplayLive = selfplay.PlayProgress
+
+// Selfplay is one loop in full.
+type Selfplay struct {
+	SelfplaySummary
+	LoopID     string            `json:"loop_id" doc:"The loop's S3 prefix (see docs/selfplay.md)."`
+	GamePlugin string            `json:"game_plugin"`
+	Settings   selfplay.Settings `json:"settings"`
+	State      selfplay.State    `json:"state"`
+	Live       *SelfplayLive     `json:"live,omitempty" doc:"Progress of the self-play batch in flight."`
+	Velocity   float64           `json:"elo_velocity" doc:"Elo/day of the best model over the last 7 days."`
+	Error      string            `json:"error,omitempty"`
+}
+
+// LeaderboardEntry is one model's rating in a config.
+type LeaderboardEntry struct {
+	elo.Rating
+	Loop string `json:"loop,omitempty" doc:"The loop (CLUSTER/CONFIG) that rated it; empty for the random anchor."`
+}
+
+// Leaderboard is one config's ratings.
+type Leaderboard struct {
+	Config   string             `json:"config"`
+	Velocity float64            `json:"elo_velocity" doc:"Elo/day of the config's best model over the last 7 days (the most recent loop)."`
+	Entries  []LeaderboardEntry `json:"entries" doc:"Highest rated first."`
+	Matches  []elo.Match        `json:"matches,omitempty" doc:"Match history, oldest first (with history=true)."`
+}
+
+type selfplayOutput struct{ Body Selfplay }
+
+type startSelfplayInput struct{ Body SelfplayStart }
+
+type listSelfplayInput struct {
+	Limit int `query:"limit" default:"100" minimum:"1" maximum:"1000"`
+}
+
+type listSelfplayOutput struct {
+	Body struct {
+		Loops []SelfplaySummary `json:"loops"`
+	}
+}
+
+type stopSelfplayInput struct {
+	selfplayIDInput
+	Now bool `query:"now" doc:"Cancel at once instead of after the generation in flight."`
+}
+
+type leaderboardInput struct {
+	Config  string `query:"config" doc:"Only this config; empty: every config with a loop."`
+	History bool   `query:"history" doc:"Include the match history."`
+}
+
+type leaderboardOutput struct {
+	Body struct {
+		Leaderboards []Leaderboard `json:"leaderboards"`
+	}
+}
+
+type selfplayIDInput struct {
+	Cluster string `path:"cluster"`
+	Config  string `path:"config"`
+}
+
+// velocityWindow is the span Elo velocity is measured over.
+const velocityWindow = 7 * 24 * time.Hour
+
+func (s *Server) registerSelfplay() {
+	start := op(http.MethodPost, "/v1/selfplay", "start-selfplay",
+		"Start a self-play loop for a game config on a cluster: self-play → quality gate → NPZ export → training → gauntlet → Elo and promotion, generation after generation",
+		auth.Operator, "selfplay")
+	start.DefaultStatus = http.StatusCreated
+	huma.Register(s.API, start, func(ctx context.Context, in *startSelfplayInput) (*selfplayOutput, error) {
+		b := in.Body
+		set := b.Settings.WithDefaults()
+		if err := set.Validate(); err != nil {
+			var fe *selfplay.FieldError
+			if errors.As(err, &fe) {
+				return nil, huma.Error422UnprocessableEntity("invalid self-play settings", &huma.ErrorDetail{Location: "body.settings." + fe.Field, Message: fe.Reason})
+			}
+			return nil, huma.Error422UnprocessableEntity("invalid self-play settings", err)
+		}
+		if strings.ContainsAny(b.Cluster+b.Config, "/ ") {
+			return nil, huma.Error422UnprocessableEntity("invalid self-play loop", &huma.ErrorDetail{Location: "body.config", Message: "cluster and config must not contain '/' or spaces", Value: b.Config})
+		}
+		ref := b.Game
+		if ref == "" {
+			ref = "kinrow-" + b.Config
+		}
+		rec, err := s.runPlugin(ctx, "body.game", ref, plugins.KindGame)
+		if err != nil {
+			return nil, err
+		}
+		if rec.Metadata.Name != ref && !strings.HasSuffix(rec.Metadata.Name, "-"+b.Config) && rec.Metadata.Name != b.Config {
+			return nil, huma.Error422UnprocessableEntity("game plugin does not play this config", &huma.ErrorDetail{
+				Location: "body.game", Message: fmt.Sprintf("plugin %s plays %s, not %s", rec.Metadata.Label(), rec.Metadata.Name, b.Config), Value: ref})
+		}
+		st, err := s.clusterStatus(ctx, b.Cluster)
+		if err != nil {
+			return nil, err
+		}
+		id := selfplay.WorkflowID(b.Cluster, b.Config)
+		if err := s.admitJob(ctx, id, st, cluster.JobSpec(id, set.CPUs, set.GPUs, set.MemoryMB)); err != nil {
+			return nil, err
+		}
+		loopID := id + "/" + uuid.NewString()[:8]
+		_, err = s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: id, TaskQueue: workflows.ControlTaskQueue,
+			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+			TypedSearchAttributes:    temporal.NewSearchAttributes(pluginrun.SearchAttribute.ValueSet([]string{rec.ID})),
+			Memo:                     map[string]any{"cluster": b.Cluster, "config": b.Config},
+		}, selfplay.Name, selfplay.Input{LoopID: loopID, Cluster: b.Cluster, Config: b.Config, GamePlugin: rec.ID, Settings: b.Settings})
+		if err != nil {
+			if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+				return nil, huma.Error409Conflict(fmt.Sprintf("a self-play loop for %s on cluster %s is already running; stop it first", b.Config, b.Cluster))
+			}
+			return nil, temporalErr("start self-play loop", err)
+		}
+		sp, err := s.getSelfplay(ctx, b.Cluster, b.Config)
+		if err != nil {
+			return nil, err
+		}
+		return &selfplayOutput{Body: sp}, nil
+	})
+
+	huma.Register(s.API, op(http.MethodGet, "/v1/selfplay", "list-selfplay", "List self-play loops, newest first", auth.Viewer, "selfplay"),
+		func(ctx context.Context, in *listSelfplayInput) (*listSelfplayOutput, error) {
+			loops, err := s.listSelfplay(ctx, in.Limit)
+			if err != nil {
+				return nil, err
+			}
+			out := &listSelfplayOutput{}
+			out.Body.Loops = loops
+			return out, nil
+		})
+
+	huma.Register(s.API, op(http.MethodGet, "/v1/selfplay/{cluster}/{config}", "get-selfplay",
+		"A loop's phase, generations (games, quality score, export, candidate, gauntlet, Elo), best model and Elo table", auth.Viewer, "selfplay"),
+		func(ctx context.Context, in *selfplayIDInput) (*selfplayOutput, error) {
+			sp, err := s.getSelfplay(ctx, in.Cluster, in.Config)
+			if err != nil {
+				return nil, err
+			}
+			return &selfplayOutput{Body: sp}, nil
+		})
+
+	stop := op(http.MethodPost, "/v1/selfplay/{cluster}/{config}/stop", "stop-selfplay",
+		"Stop a loop after its current generation (now=true: at once; the generation in flight is abandoned, its synced games stay in S3)", auth.Operator, "selfplay")
+	stop.DefaultStatus = http.StatusAccepted
+	huma.Register(s.API, stop, func(ctx context.Context, in *stopSelfplayInput) (*selfplayOutput, error) {
+		id := selfplay.WorkflowID(in.Cluster, in.Config)
+		var err error
+		if in.Now {
+			err = s.d.Temporal.CancelWorkflow(ctx, id, "")
+		} else {
+			err = s.d.Temporal.SignalWorkflow(ctx, id, "", selfplay.SignalStop, nil)
+		}
+		if err != nil {
+			return nil, temporalErr("self-play loop "+in.Cluster+"/"+in.Config, err)
+		}
+		sp, err := s.getSelfplay(ctx, in.Cluster, in.Config)
+		if err != nil {
+			return nil, err
+		}
+		return &selfplayOutput{Body: sp}, nil
+	})
+
+	huma.Register(s.API, op(http.MethodGet, "/v1/selfplay/leaderboard", "selfplay-leaderboard",
+		"Elo leaderboard per game config across its loops, with Elo velocity and (history=true) the match history", auth.Viewer, "selfplay"),
+		func(ctx context.Context, in *leaderboardInput) (*leaderboardOutput, error) {
+			boards, err := s.leaderboards(ctx, in.Config, in.History)
+			if err != nil {
+				return nil, err
+			}
+			out := &leaderboardOutput{}
+			out.Body.Leaderboards = boards
+			return out, nil
+		})
+}
+
+func (s *Server) listSelfplay(ctx context.Context, limit int) ([]SelfplaySummary, error) {
+	resp, err := s.d.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: s.d.Namespace, PageSize: int32(limit), Query: "WorkflowType = '" + selfplay.Name + "'",
+	})
+	if err != nil {
+		return nil, temporalErr("list self-play loops", err)
+	}
+	out := []SelfplaySummary{}
+	seen := map[string]bool{}
+	for _, e := range resp.GetExecutions() {
+		w := summary(e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId(), e.GetType().GetName(), e.GetStatus(), "", e.GetStartTime().AsTime(), e.GetCloseTime())
+		if w.Status == "continued_as_new" {
+			continue // its successor (same id) is listed
+		}
+		sum := SelfplaySummary{Status: w.Status, StartTime: w.StartTime, CloseTime: w.CloseTime}
+		for k, p := range e.GetMemo().GetFields() {
+			var v string
+			_ = converter.GetDefaultDataConverter().FromPayload(p, &v)
+			switch k {
+			case "cluster":
+				sum.Cluster = v
+			case "config":
+				sum.Config = v
+			}
+		}
+		sum.ID = sum.Cluster + "/" + sum.Config
+		if seen[w.WorkflowID+w.RunID] {
+			continue
+		}
+		seen[w.WorkflowID+w.RunID] = true
+		if st, err := s.selfplayState(ctx, w.WorkflowID, w.RunID); err == nil {
+			fillSummary(&sum, st)
+		}
+		out = append(out, sum)
+	}
+	return out, nil
+}
+
+func fillSummary(sum *SelfplaySummary, st selfplay.State) {
+	sum.Phase, sum.Generation, sum.Best = st.Phase, st.Generation, st.Best
+	if st.Elo != nil && st.Best != "" {
+		sum.BestElo = st.Elo.Get(sum.Config, st.Best).Elo
+	}
+}
+
+// selfplayState asks a loop (running or closed) for its state.
+func (s *Server) selfplayState(ctx context.Context, id, runID string) (selfplay.State, error) {
+	var st selfplay.State
+	v, err := s.d.Temporal.QueryWorkflow(ctx, id, runID, selfplay.QueryState)
+	if err != nil {
+		return st, err
+	}
+	return st, v.Get(&st)
+}
+
+func (s *Server) getSelfplay(ctx context.Context, clusterName, config string) (Selfplay, error) {
+	var sp Selfplay
+	id := selfplay.WorkflowID(clusterName, config)
+	what := "self-play loop " + clusterName + "/" + config
+	desc, err := s.d.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return sp, temporalErr(what, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	w := summary(id, info.GetExecution().GetRunId(), info.GetType().GetName(), info.GetStatus(), "", info.GetStartTime().AsTime(), info.GetCloseTime())
+	if w.Type != selfplay.Name {
+		return sp, huma.Error404NotFound(what + ": not found")
+	}
+	sp.ID, sp.Cluster, sp.Config, sp.Status, sp.StartTime, sp.CloseTime = clusterName+"/"+config, clusterName, config, w.Status, w.StartTime, w.CloseTime
+	sp.State.Generations = []selfplay.Generation{}
+	if st, err := s.selfplayState(ctx, id, w.RunID); err == nil {
+		sp.State = st
+	} else if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return sp, temporalErr(what, err)
+	}
+	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		var final selfplay.State
+		if err := s.d.Temporal.GetWorkflow(ctx, id, "").Get(ctx, &final); err != nil {
+			sp.Error = err.Error()
+		} else {
+			sp.State = final
+		}
+	}
+	for _, pa := range desc.GetPendingActivities() {
+		if pa.GetHeartbeatDetails() == nil {
+			continue
+		}
+		var p selfplay.PlayProgress
+		if err := converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &p); err == nil && p.Target > 0 {
+			sp.Live = &p
+		}
+	}
+	var in selfplay.Input
+	if err := s.workflowInput(ctx, id, &in); err == nil {
+		sp.LoopID, sp.GamePlugin, sp.Settings = in.LoopID, in.GamePlugin, in.Settings.WithDefaults()
+	}
+	fillSummary(&sp.SelfplaySummary, sp.State)
+	if sp.State.Elo != nil {
+		sp.Velocity = sp.State.Elo.Velocity(config, time.Now(), velocityWindow)
+	}
+	return sp, nil
+}
+
+// leaderboards merges the Elo tables of every loop of a config (or of
+// every config): each loop's models and heuristic baseline, the random
+// anchor once.
+func (s *Server) leaderboards(ctx context.Context, config string, history bool) ([]Leaderboard, error) {
+	loops, err := s.listSelfplay(ctx, 1000)
+	if err != nil {
+		return nil, err
+	}
+	byConfig := map[string]*Leaderboard{}
+	var order []string
+	for _, l := range loops { // newest first
+		if config != "" && l.Config != config {
+			continue
+		}
+		st, err := s.selfplayState(ctx, selfplay.WorkflowID(l.Cluster, l.Config), "")
+		if err != nil || st.Elo == nil {
+			continue
+		}
+		b := byConfig[l.Config]
+		if b == nil {
+			b = &Leaderboard{Config: l.Config, Entries: []LeaderboardEntry{}, Velocity: st.Elo.Velocity(l.Config, time.Now(), velocityWindow)}
+			byConfig[l.Config] = b
+			order = append(order, l.Config)
+		}
+		for _, r := range st.Elo.Leaderboard(l.Config) {
+			if r.Model == elo.Random {
+				if !hasModel(b.Entries, elo.Random) {
+					b.Entries = append(b.Entries, LeaderboardEntry{Rating: r})
+				}
+				continue
+			}
+			b.Entries = append(b.Entries, LeaderboardEntry{Rating: r, Loop: l.ID})
+		}
+		if history {
+			b.Matches = append(b.Matches, st.Elo.History(l.Config)...)
+		}
+	}
+	if config != "" && len(order) == 0 {
+		return nil, huma.Error404NotFound("no self-play loop has rated config " + config)
+	}
+	out := []Leaderboard{}
+	sort.Strings(order)
+	for _, c := range order {
+		b := byConfig[c]
+		sort.SliceStable(b.Entries, func(i, j int) bool { return b.Entries[i].Elo > b.Entries[j].Elo })
+		sort.SliceStable(b.Matches, func(i, j int) bool { return b.Matches[i].At.Before(b.Matches[j].At) })
+		out = append(out, *b)
+	}
+	return out, nil
+}
+
+func hasModel(es []LeaderboardEntry, model string) bool {
+	for _, e := range es {
+		if e.Model == model {
+			return true
+		}
+	}
+	return false
+}

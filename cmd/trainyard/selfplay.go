@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/trainyard/trainyard/api"
+	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/training"
+	"github.com/trainyard/trainyard/workflows"
+	"github.com/trainyard/trainyard/workflows/selfplay"
+)
+
+// registerSelfplayAgent gives the agent's worker the self-play activities,
+// sharing the training runner's plugin runtime and plugin store.
+func registerSelfplayAgent(ctx context.Context, w worker.Registry, o *agentOptions, dir string, runner *training.Runner) error {
+	store, err := objstore.Open(ctx, o.s3)
+	if err != nil {
+		return err
+	}
+	workflows.RegisterSelfplayAgent(w, &selfplay.AgentActivities{Plugins: runner.Plugins, PluginStore: runner.Store, Store: store, Dir: dir, Node: o.node})
+	return nil
+}
+
+func newSelfplayCmd() *cobra.Command {
+	cf := &clientFlags{}
+	cmd := &cobra.Command{Use: "selfplay", Short: "Self-play loops: start, ls, show, stop, leaderboard"}
+	addClientFlags(cmd, cf)
+
+	var req api.SelfplayStart
+	var sync time.Duration
+	start := &cobra.Command{
+		Use:   "start --cluster NAME --config CONFIG [flags]",
+		Short: "Start a self-play loop for a game config (square8_2p, hex8_3p, ...) on a cluster",
+		Long: "start runs generations of self-play → quality gate → NPZ export → training → gauntlet → Elo update\n" +
+			"and promotion until stopped (or --generations). The game plugin defaults to kinrow-CONFIG, which must\n" +
+			"be uploaded (`trainyard plugin upload`). See docs/selfplay.md.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			req.Settings.SyncInterval = sync
+			var sp api.Selfplay
+			if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/selfplay", req, &sp); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, sp, func(w *tabwriter.Writer) { selfplayTable(w, sp) })
+		},
+	}
+	f := start.Flags()
+	s := &req.Settings
+	f.StringVar(&req.Cluster, "cluster", "", "cluster to run on (required)")
+	f.StringVar(&req.Config, "config", "", "game config, e.g. square8_2p (required)")
+	f.StringVar(&req.Game, "game", "", "game plugin (sha256, name@version or name; default kinrow-CONFIG)")
+	f.IntVar(&s.Generations, "generations", 0, "stop after this many generations (0: until stopped)")
+	f.IntVar(&s.GamesPerGeneration, "games", 0, "self-play games per generation (default 1000)")
+	f.IntVar(&s.Simulations, "simulations", 0, "MCTS simulations per move (default 64)")
+	f.IntVar(&s.EvalGames, "eval-games", 0, "gauntlet games per opponent (default 40)")
+	f.IntVar(&s.MaxMoves, "max-moves", 0, "move cap per game (default: the board's cells)")
+	f.DurationVar(&sync, "sync-interval", 0, "how often a node uploads finished games (default 5s)")
+	f.IntVar(&s.Parallel, "parallel", 0, "games a node plays at once (default: --cpus)")
+	f.Float64Var(&s.CPUs, "cpus", 0, "CPUs per generation (default 1)")
+	f.IntVar(&s.GPUs, "gpus", 0, "GPUs per generation")
+	f.Int64Var(&s.MemoryMB, "memory-mb", 0, "memory per generation (default 512)")
+	f.IntVar(&s.TrainWindow, "train-window", 0, "train on this many recent generations' exports (default 3)")
+	f.IntVar(&s.TrainEpochs, "train-epochs", 0, "passes over the training window (default 4)")
+	f.Float64Var(&s.PromoteScore, "promote-score", 0, "score against the best needed for promotion (default 0.55)")
+	f.IntVar(&s.ContinueEvery, "continue-every", 0, "generations per workflow run before continue-as-new (default 5)")
+	f.Uint64Var(&s.Seed, "seed", 0, "seed")
+	f.Float64Var(&s.Quality.Threshold, "quality-threshold", 0, "minimum quality score (default 0.7)")
+	f.IntVar(&s.Quality.MinGames, "min-games", 0, "minimum games the quality gate needs (default 1000)")
+	f.IntVar(&s.Quality.MinMoves, "min-moves", 0, "shorter games are rejected (default 1)")
+	f.Float64Var(&s.Quality.MinDecisive, "min-decisive", 0, "decisive-game ratio for the full score (default 0.3)")
+	_ = start.MarkFlagRequired("cluster")
+	_ = start.MarkFlagRequired("config")
+
+	ls := &cobra.Command{
+		Use: "ls", Short: "List self-play loops", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Loops []api.SelfplaySummary `json:"loops"`
+			}
+			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/selfplay", nil, &out); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, out, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "LOOP\tSTATUS\tPHASE\tGENERATION\tBEST\tELO\tSTARTED")
+				for _, l := range out.Loops {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%.0f\t%s\n", l.ID, l.Status, l.Phase, l.Generation, l.Best, l.BestElo, l.StartTime.Local().Format(time.DateTime))
+				}
+			})
+		},
+	}
+
+	show := &cobra.Command{
+		Use: "show CLUSTER/CONFIG", Short: "A loop's phase, generations (games, quality, gauntlet, Elo) and best model", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			p, err := loopPath(args[0])
+			if err != nil {
+				return err
+			}
+			var sp api.Selfplay
+			if err := c.JSON(cmd.Context(), http.MethodGet, p, nil, &sp); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, sp, func(w *tabwriter.Writer) { selfplayTable(w, sp) })
+		},
+	}
+
+	var now bool
+	stop := &cobra.Command{
+		Use: "stop CLUSTER/CONFIG", Short: "Stop a loop after its current generation (--now: at once)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			p, err := loopPath(args[0])
+			if err != nil {
+				return err
+			}
+			if now {
+				p += "/stop?now=true"
+			} else {
+				p += "/stop"
+			}
+			var sp api.Selfplay
+			if err := c.JSON(cmd.Context(), http.MethodPost, p, nil, &sp); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, sp, func(w *tabwriter.Writer) { selfplayTable(w, sp) })
+		},
+	}
+	stop.Flags().BoolVar(&now, "now", false, "cancel at once instead of after the generation in flight")
+
+	var config string
+	var history bool
+	board := &cobra.Command{
+		Use: "leaderboard [--config CONFIG]", Short: "Elo leaderboard per config, with Elo velocity (--history: the matches)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			q := url.Values{}
+			if config != "" {
+				q.Set("config", config)
+			}
+			if history {
+				q.Set("history", "true")
+			}
+			var out struct {
+				Leaderboards []api.Leaderboard `json:"leaderboards"`
+			}
+			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/selfplay/leaderboard?"+q.Encode(), nil, &out); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, out, func(w *tabwriter.Writer) { leaderboardTable(w, out.Leaderboards, history) })
+		},
+	}
+	board.Flags().StringVar(&config, "config", "", "only this config")
+	board.Flags().BoolVar(&history, "history", false, "also print the match history")
+
+	cmd.AddCommand(start, ls, show, stop, board)
+	return cmd
+}
+
+// loopPath turns CLUSTER/CONFIG into the loop's API path.
+func loopPath(id string) (string, error) {
+	cl, cfg, ok := strings.Cut(id, "/")
+	if !ok || cl == "" || cfg == "" || strings.Contains(cfg, "/") {
+		return "", fmt.Errorf("loop %q: want CLUSTER/CONFIG, e.g. lab/square8_2p", id)
+	}
+	return "/v1/selfplay/" + url.PathEscape(cl) + "/" + url.PathEscape(cfg), nil
+}
+
+func selfplayTable(w *tabwriter.Writer, sp api.Selfplay) {
+	st := sp.State
+	fmt.Fprintf(w, "loop\t%s\nstatus\t%s\nphase\t%s\n", sp.ID, sp.Status, st.Phase)
+	if st.Node != "" {
+		fmt.Fprintf(w, "node\t%s\n", st.Node)
+	}
+	fmt.Fprintf(w, "generation\t%d (%d completed)\ngames\t%d\nbest\t%s (Elo %.0f, velocity %.1f Elo/day)\nlost activities\t%d\n",
+		st.Generation, st.Completed, st.TotalGames, orDash(st.Best), sp.BestElo, sp.Velocity, st.Failures)
+	if sp.Live != nil {
+		fmt.Fprintf(w, "self-play now\t%d/%d games synced (%d resumed, %d played, %d uploads)\n", sp.Live.Synced, sp.Live.Target, sp.Live.Resumed, sp.Live.Played, sp.Live.Batches)
+	}
+	if st.Reason != "" {
+		fmt.Fprintf(w, "reason\t%s\n", st.Reason)
+	}
+	if sp.Error != "" {
+		fmt.Fprintf(w, "error\t%s\n", sp.Error)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "GEN\tSTATE\tGAMES\tQUALITY\tPOSITIONS\tCANDIDATE\tVS BEST\tVS RANDOM\tVS HEURISTIC\tELO")
+	for _, g := range st.Generations {
+		vs := map[string]string{}
+		for _, r := range g.Gauntlet {
+			key := r.Opponent
+			if key != "random" && key != "heuristic" {
+				key = "best"
+			}
+			vs[key] = fmt.Sprintf("%d-%d-%d", r.Wins, r.Draws, r.Losses)
+		}
+		fmt.Fprintf(w, "%d\t%s\t%d\t%.2f\t%d\t%s\t%s\t%s\t%s\t%.0f\n", g.N, g.State, g.Games, g.Quality.Score, g.Positions,
+			orDash(g.Model), orDash(vs["best"]), orDash(vs["random"]), orDash(vs["heuristic"]), g.Elo)
+	}
+}
+
+func leaderboardTable(w *tabwriter.Writer, boards []api.Leaderboard, history bool) {
+	for i, b := range boards {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "%s\tElo velocity %.1f/day\n", b.Config, b.Velocity)
+		fmt.Fprintln(w, "RANK\tMODEL\tLOOP\tELO\tGAMES\tW-D-L")
+		for r, e := range b.Entries {
+			name := e.Model
+			if e.Best {
+				name += " (best)"
+			}
+			if e.Anchor {
+				name += " (anchor)"
+			}
+			fmt.Fprintf(w, "%d\t%s\t%s\t%.0f\t%d\t%d-%d-%d\n", r+1, name, orDash(e.Loop), e.Elo, e.Games, e.Wins, e.Draws, e.Losses)
+		}
+		if history {
+			fmt.Fprintln(w, "AT\tA\tB\tW-D-L\tELO A\tΔ A")
+			for _, m := range b.Matches {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d-%d-%d\t%.0f\t%+.1f\n", m.At.Local().Format(time.DateTime), m.A, m.B, m.Wins, m.Draws, m.Losses, m.EloA, m.DeltaA)
+			}
+		}
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

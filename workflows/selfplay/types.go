@@ -1,0 +1,184 @@
+// Package selfplay is the self-play pipeline as one long-lived workflow per
+// game config: each generation plays a batch of games on a cluster node
+// (synced to S3 every few seconds, so a node that vanishes costs at most
+// one sync interval of games), passes them through the quality gate,
+// exports them as NumPy .npz, trains a policy+value model on the recent
+// exports, pits it against the current best and the random and heuristic
+// baselines, updates Elo and promotes it when it wins. The loop continues
+// as new every few generations; its state is a query.
+package selfplay
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/trainyard/trainyard/internal/selfplay/elo"
+	"github.com/trainyard/trainyard/internal/selfplay/quality"
+)
+
+// Name is the workflow type.
+const Name = "SelfplayLoop"
+
+// Query and signal names.
+const (
+	QueryState = "state"
+	SignalStop = "stop"
+)
+
+// Error types.
+const (
+	ErrFailed = "SelfplayFailed" // the loop cannot continue (bad plugin, bad settings)
+)
+
+// WorkflowID is the loop's workflow id for a config on a cluster.
+func WorkflowID(cluster, config string) string { return "selfplay/" + cluster + "/" + config }
+
+// Prefix is where a loop keeps its objects in S3.
+func Prefix(loopID string) string { return loopID + "/" }
+
+// Settings are a loop's knobs; zero fields take the defaults.
+type Settings struct {
+	Generations        int            `json:"generations,omitempty" doc:"Stop after this many generations (0: until stopped)." minimum:"0"`
+	GamesPerGeneration int            `json:"games_per_generation,omitempty" doc:"Self-play games per generation (default 1000)." minimum:"0"`
+	Simulations        int            `json:"simulations,omitempty" doc:"MCTS simulations per move (default 64)." minimum:"0"`
+	EvalGames          int            `json:"eval_games,omitempty" doc:"Gauntlet games against each opponent, seats alternating (default 40)." minimum:"0"`
+	MaxMoves           int            `json:"max_moves,omitempty" doc:"Move cap per game; 0: the board's cell count." minimum:"0"`
+	SyncInterval       time.Duration  `json:"sync_interval,omitempty" doc:"How often a node uploads finished games, in ns (default 5s)." minimum:"0"`
+	Parallel           int            `json:"parallel,omitempty" doc:"Games a node plays at once (default: the CPUs requested)." minimum:"0"`
+	Quality            quality.Config `json:"quality,omitempty"`
+	TrainWindow        int            `json:"train_window,omitempty" doc:"Train on the exports of this many recent generations (default 3)." minimum:"0"`
+	TrainEpochs        int            `json:"train_epochs,omitempty" doc:"Passes over the training window (default 4)." minimum:"0"`
+	PromoteScore       float64        `json:"promote_score,omitempty" doc:"Score against the current best a candidate needs to be promoted (default 0.55)." minimum:"0" maximum:"1"`
+	ContinueEvery      int            `json:"continue_every,omitempty" doc:"Generations per workflow run before continue-as-new (default 5)." minimum:"0"`
+	CPUs               float64        `json:"cpus,omitempty" doc:"CPUs a generation asks of its node (default 1)." minimum:"0"`
+	GPUs               int            `json:"gpus,omitempty" minimum:"0"`
+	MemoryMB           int64          `json:"memory_mb,omitempty" doc:"Memory a generation asks of its node (default 512)." minimum:"0"`
+	Seed               uint64         `json:"seed,omitempty"`
+}
+
+// WithDefaults fills zero fields.
+func (s Settings) WithDefaults() Settings {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&s.GamesPerGeneration, 1000)
+	def(&s.Simulations, 64)
+	def(&s.EvalGames, 40)
+	def(&s.TrainWindow, 3)
+	def(&s.TrainEpochs, 4)
+	def(&s.ContinueEvery, 5)
+	if s.SyncInterval == 0 {
+		s.SyncInterval = 5 * time.Second
+	}
+	if s.PromoteScore == 0 {
+		s.PromoteScore = 0.55
+	}
+	if s.CPUs == 0 {
+		s.CPUs = 1
+	}
+	if s.MemoryMB == 0 {
+		s.MemoryMB = 512
+	}
+	if s.Parallel == 0 {
+		s.Parallel = max(1, int(s.CPUs))
+	}
+	s.Quality = s.Quality.WithDefaults()
+	return s
+}
+
+// FieldError names the setting that is wrong.
+type FieldError struct{ Field, Reason string }
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+
+// Validate checks settings after WithDefaults.
+func (s Settings) Validate() error {
+	switch {
+	case s.Generations < 0:
+		return &FieldError{"generations", "must not be negative"}
+	case s.GamesPerGeneration < s.Quality.MinGames:
+		return &FieldError{"games_per_generation", fmt.Sprintf("%d games can never pass the quality gate's min_games %d", s.GamesPerGeneration, s.Quality.MinGames)}
+	case s.EvalGames < 2 || s.EvalGames%2 != 0:
+		return &FieldError{"eval_games", "must be an even number ≥ 2 (seats alternate)"}
+	case s.SyncInterval < 100*time.Millisecond:
+		return &FieldError{"sync_interval", "must be at least 100ms"}
+	case s.PromoteScore > 1 || s.PromoteScore < 0:
+		return &FieldError{"promote_score", "must be in [0,1]"}
+	case s.Simulations > 100000:
+		return &FieldError{"simulations", "at most 100000"}
+	}
+	if err := s.Quality.Validate(); err != nil {
+		return &FieldError{"quality", err.Error()}
+	}
+	return nil
+}
+
+// Input starts (or, with State, continues) a loop.
+type Input struct {
+	LoopID     string   `json:"loop_id"`
+	Cluster    string   `json:"cluster"`
+	Config     string   `json:"config"`
+	GamePlugin string   `json:"game_plugin" doc:"sha256 of the game plugin."`
+	Settings   Settings `json:"settings"`
+	State      *State   `json:"state,omitempty"`
+}
+
+// GauntletScore of one gauntlet pairing, the candidate's view.
+type GauntletScore struct {
+	Opponent  string  `json:"opponent"`
+	Wins      int     `json:"wins"`
+	Draws     int     `json:"draws"`
+	Losses    int     `json:"losses"`
+	Score     float64 `json:"score" doc:"(wins + draws/2) / games."`
+	EloBefore float64 `json:"elo_before"`
+	EloAfter  float64 `json:"elo_after"`
+}
+
+// Generation is one turn of the loop.
+type Generation struct {
+	N       int        `json:"n"`
+	State   string     `json:"state" enum:"selfplay,export,train,gauntlet,promoted,kept,rejected"`
+	Reason  string     `json:"reason,omitempty"`
+	Started time.Time  `json:"started"`
+	Ended   *time.Time `json:"ended,omitempty"`
+	Node    string     `json:"node,omitempty"`
+	// Players: who played the self-play games ("mcts-rollouts" before a
+	// model exists, else "mcts:<model>").
+	Players   string         `json:"players"`
+	Games     int            `json:"games"`
+	Attempts  int            `json:"attempts" doc:"Self-play activities run; more than one after a node was lost."`
+	Resumed   []int          `json:"resumed,omitempty" doc:"Games already synced to S3 when each retry started."`
+	Quality   quality.Report `json:"quality"`
+	Dataset   string         `json:"dataset,omitempty" doc:"S3 key of the .npz export."`
+	Positions int            `json:"positions,omitempty"`
+	Model     string         `json:"model,omitempty" doc:"The candidate trained this generation."`
+	ModelKey  string         `json:"model_key,omitempty"`
+	TrainLoss float64        `json:"train_loss,omitempty"`
+	Gauntlet  []GauntletScore       `json:"gauntlet,omitempty"`
+	Promoted  bool           `json:"promoted"`
+	Elo       float64        `json:"elo,omitempty" doc:"The candidate's rating after the gauntlet."`
+}
+
+// State is the loop's live state (the query's answer).
+type State struct {
+	Phase       string       `json:"phase" enum:"allocating,selfplay,export,train,gauntlet,idle,stopped,finished,failed"`
+	Reason      string       `json:"reason,omitempty"`
+	Node        string       `json:"node,omitempty"`
+	Generation  int          `json:"generation" doc:"Generations started so far."`
+	Completed   int          `json:"completed" doc:"Generations finished (promoted, kept or rejected)."`
+	TotalGames  int          `json:"total_games"`
+	Failures    int          `json:"failures" doc:"Activities lost to node deaths and redone."`
+	Best        string       `json:"best,omitempty" doc:"The current best model."`
+	BestKey     string       `json:"best_key,omitempty"`
+	Datasets    []string     `json:"datasets,omitempty" doc:"The training window's .npz keys, oldest first."`
+	Generations []Generation `json:"generations" doc:"The most recent generations, oldest first."`
+	Elo         *elo.Table   `json:"elo"`
+	// RunGenerations counts generations in this workflow run (for
+	// continue-as-new).
+	RunGenerations int `json:"-"`
+}
+
+// maxGenerations bounds the generations kept in the state.
+const maxGenerations = 50

@@ -1,0 +1,328 @@
+package selfplay
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/trainyard/trainyard/internal/selfplay/elo"
+	"github.com/trainyard/trainyard/workflows/cluster"
+	"github.com/trainyard/trainyard/workflows/job"
+)
+
+// maxFailures bounds the activities one generation may lose to node
+// deaths before the loop fails.
+const maxFailures = 20
+
+// Workflow runs generations until stopped or the generation budget is
+// spent, continuing as new every ContinueEvery generations.
+func Workflow(ctx workflow.Context, in Input) (State, error) {
+	set := in.Settings.WithDefaults()
+	st := in.State
+	if st == nil {
+		st = &State{Elo: elo.New(0), Generations: []Generation{}}
+	}
+	st.RunGenerations = 0
+	if err := workflow.SetQueryHandler(ctx, QueryState, func() (State, error) { return *st, nil }); err != nil {
+		return *st, err
+	}
+	stop := false
+	stops := workflow.GetSignalChannel(ctx, SignalStop)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		stops.Receive(ctx, nil)
+		stop = true
+	})
+	l := &loop{in: in, set: set, st: st}
+	for {
+		if stop {
+			st.Phase, st.Reason = "stopped", "stopped by a user"
+			return *st, nil
+		}
+		if set.Generations > 0 && st.Generation >= set.Generations {
+			st.Phase, st.Reason = "finished", fmt.Sprintf("%d generations done", st.Generation)
+			return *st, nil
+		}
+		if st.RunGenerations >= set.ContinueEvery {
+			// Drain the stop signal into the next run's state.
+			for stops.ReceiveAsync(nil) {
+				stop = true
+			}
+			if stop {
+				continue
+			}
+			in.State = st
+			return *st, workflow.NewContinueAsNewError(ctx, Name, in)
+		}
+		if err := l.generation(ctx); err != nil {
+			l.release(ctx)
+			if temporal.IsCanceledError(err) || ctx.Err() != nil {
+				st.Phase = "stopped"
+				return *st, err
+			}
+			st.Phase, st.Reason = "failed", reason(err)
+			return *st, err
+		}
+		st.RunGenerations++
+	}
+}
+
+type loop struct {
+	in    Input
+	set   Settings
+	st    *State
+	alloc *cluster.Allocation
+	// exclude is the node that lost the last activity, avoided once.
+	exclude string
+}
+
+func (l *loop) gen() *Generation { return &l.st.Generations[len(l.st.Generations)-1] }
+
+// generation plays, gates, exports, trains, evaluates and maybe promotes.
+func (l *loop) generation(ctx workflow.Context) error {
+	st, set := l.st, l.set
+	st.Generation++
+	n := st.Generation
+	players := "mcts-rollouts"
+	if st.Best != "" {
+		players = "mcts:" + st.Best
+	}
+	st.Generations = append(st.Generations, Generation{N: n, State: "selfplay", Started: workflow.Now(ctx), Players: players})
+	if len(st.Generations) > maxGenerations {
+		st.Generations = append([]Generation(nil), st.Generations[len(st.Generations)-maxGenerations:]...)
+	}
+	g := l.gen()
+	defer l.release(ctx)
+	end := func(state, why string) error {
+		g.State, g.Reason = state, why
+		now := workflow.Now(ctx)
+		g.Ended = &now
+		st.Completed++
+		st.Phase, st.Reason = "idle", ""
+		return nil
+	}
+	seed := set.Seed + uint64(n)*1_000_003
+
+	// 1. Self-play on a node; a retry resumes from the games in S3.
+	var prog PlayProgress
+	err := l.onNode(ctx, "selfplay", func(ctx workflow.Context) error {
+		g.Attempts++
+		g.Node = l.alloc.Node
+		actx := workflow.WithActivityOptions(ctx, l.nodeOptions(max(10*time.Second, 4*set.SyncInterval)))
+		err := workflow.ExecuteActivity(actx, (*AgentActivities).SelfplayBatch, PlayInput{
+			LoopID: l.in.LoopID, Config: l.in.Config, GamePlugin: l.in.GamePlugin, Generation: n, Attempt: g.Attempts,
+			Games: set.GamesPerGeneration, ModelKey: st.BestKey, Simulations: set.Simulations, MaxMoves: set.MaxMoves,
+			Parallel: set.Parallel, SyncInterval: set.SyncInterval, Seed: seed,
+		}).Get(ctx, &prog)
+		if g.Attempts > 1 && (err == nil || prog.Resumed > 0) {
+			g.Resumed = append(g.Resumed, prog.Resumed)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	g.Games = prog.Synced
+	st.TotalGames += prog.Played
+
+	// 2. Quality gate and export, on the control plane.
+	st.Phase, g.State = "export", "export"
+	var ex ExportResult
+	ectx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5, NonRetryableErrorTypes: []string{ErrFailed}},
+	})
+	if err := workflow.ExecuteActivity(ectx, (*Activities).SelfplayExport, ExportInput{
+		LoopID: l.in.LoopID, Config: l.in.Config, Generation: n, Settings: set,
+	}).Get(ctx, &ex); err != nil {
+		return err
+	}
+	g.Quality = ex.Report
+	if !ex.Report.Passed {
+		return end("rejected", "quality gate: "+ex.Report.Reason)
+	}
+	g.Dataset, g.Positions = ex.Dataset, ex.Positions
+	st.Datasets = append(st.Datasets, ex.Dataset)
+	if len(st.Datasets) > set.TrainWindow {
+		st.Datasets = append([]string(nil), st.Datasets[len(st.Datasets)-set.TrainWindow:]...)
+	}
+
+	// 3. Train a candidate from the best on the recent exports.
+	g.State = "train"
+	var tr TrainResult
+	if err := l.onNode(ctx, "train", func(ctx workflow.Context) error {
+		actx := workflow.WithActivityOptions(ctx, l.nodeOptions(30*time.Second))
+		return workflow.ExecuteActivity(actx, (*AgentActivities).SelfplayTrain, TrainInput{
+			LoopID: l.in.LoopID, Config: l.in.Config, GamePlugin: l.in.GamePlugin, Generation: n, Model: ModelName(l.in.LoopID, n),
+			Datasets: st.Datasets, FromKey: st.BestKey, Epochs: set.TrainEpochs, Seed: seed,
+		}).Get(ctx, &tr)
+	}); err != nil {
+		return err
+	}
+	g.Model, g.ModelKey, g.TrainLoss = tr.Model, tr.Key, tr.Loss
+
+	// 4. Gauntlet: the current best and the fixed baselines.
+	g.State = "gauntlet"
+	opps := []Opponent{}
+	if st.Best != "" {
+		opps = append(opps, Opponent{Name: st.Best, Key: st.BestKey})
+	}
+	opps = append(opps, Opponent{Name: elo.Random}, Opponent{Name: elo.Heuristic})
+	var ga GauntletResult
+	if err := l.onNode(ctx, "gauntlet", func(ctx workflow.Context) error {
+		actx := workflow.WithActivityOptions(ctx, l.nodeOptions(30*time.Second))
+		return workflow.ExecuteActivity(actx, (*AgentActivities).SelfplayGauntlet, GauntletInput{
+			LoopID: l.in.LoopID, Config: l.in.Config, GamePlugin: l.in.GamePlugin, Generation: n,
+			Candidate: Opponent{Name: tr.Model, Key: tr.Key}, Opponents: opps, Games: set.EvalGames,
+			Simulations: set.Simulations, MaxMoves: set.MaxMoves, Parallel: set.Parallel, Seed: seed + 7,
+		}).Get(ctx, &ga)
+	}); err != nil {
+		return err
+	}
+	l.release(ctx)
+
+	// 5. Elo and promotion.
+	now := workflow.Now(ctx)
+	promote := st.Best == ""
+	for i, r := range ga.Results {
+		m, err := st.Elo.Record(elo.Match{Config: l.in.Config, A: tr.Model, B: r.Opponent, Wins: r.Wins, Draws: r.Draws, Losses: r.Losses, Generation: n, At: now})
+		if err != nil {
+			return temporal.NewNonRetryableApplicationError(err.Error(), ErrFailed, err)
+		}
+		ga.Results[i].EloBefore, ga.Results[i].EloAfter = m.EloA, st.Elo.Get(l.in.Config, tr.Model).Elo
+		if r.Opponent == st.Best {
+			promote = r.Score >= set.PromoteScore
+		}
+		if st.Best == "" && r.Opponent == elo.Random {
+			// The first model must at least beat random play.
+			promote = r.Score >= set.PromoteScore
+		}
+	}
+	g.Gauntlet = ga.Results
+	g.Elo = st.Elo.Get(l.in.Config, tr.Model).Elo
+	if promote {
+		st.Elo.Promote(l.in.Config, tr.Model, now)
+		st.Best, st.BestKey = tr.Model, tr.Key
+		g.Promoted = true
+		return end("promoted", "")
+	}
+	return end("kept", fmt.Sprintf("%s stays best", st.Best))
+}
+
+// nodeOptions: an agent activity on the allocated node, heartbeating, not
+// retried in place (a lost node is handled by onNode).
+func (l *loop) nodeOptions(heartbeat time.Duration) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		TaskQueue:              l.alloc.Queue,
+		ScheduleToStartTimeout: 30 * time.Second,
+		StartToCloseTimeout:    12 * time.Hour,
+		HeartbeatTimeout:       heartbeat,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	}
+}
+
+// onNode runs step on an allocated node; when the node (or its agent)
+// goes away the allocation is given back, another is taken (avoiding the
+// lost node once) and the step runs again.
+func (l *loop) onNode(ctx workflow.Context, phase string, step func(workflow.Context) error) error {
+	for {
+		if l.alloc == nil {
+			l.st.Phase = "allocating"
+			if err := l.allocate(ctx); err != nil {
+				return err
+			}
+		}
+		l.st.Phase, l.st.Node, l.st.Reason = phase, l.alloc.Node, ""
+		err := step(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.Type() == ErrFailed {
+			return temporal.NewNonRetryableApplicationError(app.Message(), ErrFailed, nil)
+		}
+		l.st.Failures++
+		if l.st.Failures >= maxFailures {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%d activities lost, the last: %s", l.st.Failures, reason(err)), ErrFailed, nil)
+		}
+		l.st.Reason = fmt.Sprintf("%s on node %s lost: %s; placing it again", phase, l.alloc.Node, reason(err))
+		l.exclude = l.alloc.Node
+		l.release(ctx)
+		if err := workflow.Sleep(ctx, time.Second); err != nil {
+			return err
+		}
+	}
+}
+
+// ModelName is generation n's candidate: "gen3-1a2b3c4d" (the loop's tag
+// keeps names apart across loops of one config).
+func ModelName(loopID string, n int) string {
+	tag := loopID
+	if i := strings.LastIndexByte(loopID, '/'); i >= 0 {
+		tag = loopID[i+1:]
+	}
+	return fmt.Sprintf("gen%d-%s", n, tag)
+}
+
+func (l *loop) jobID() string { return fmt.Sprintf("%s/gen-%d", l.in.LoopID, l.st.Generation) }
+
+// allocate asks the cluster for a node until it gets one; the reason it
+// waits is visible in the state.
+func (l *loop) allocate(ctx workflow.Context) error {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	for {
+		req := cluster.AllocateRequest{JobID: l.jobID(), CPUs: l.set.CPUs, GPUs: l.set.GPUs, MemoryMB: l.set.MemoryMB}
+		if l.exclude != "" {
+			req.Exclude = []string{l.exclude}
+		}
+		var a cluster.Allocation
+		err := workflow.ExecuteActivity(actx, (*job.Activities).Allocate, job.AllocateInput{Cluster: l.in.Cluster, Request: req}).Get(ctx, &a)
+		if err == nil {
+			l.alloc, l.exclude = &a, ""
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.Type() == cluster.ErrInfeasible && l.exclude != "" {
+			l.exclude = "" // the lost node may be the only one that fits
+			continue
+		}
+		l.st.Reason = "waiting for a node: " + reason(err)
+		if err := workflow.Sleep(ctx, 2*time.Second); err != nil {
+			return err
+		}
+	}
+}
+
+// release gives the node back (disconnected: a cancelled loop too).
+func (l *loop) release(ctx workflow.Context) {
+	if l.alloc == nil {
+		return
+	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	_ = workflow.SignalExternalWorkflow(dctx, cluster.WorkflowID(l.in.Cluster), "", cluster.SignalRelease, cluster.Release{JobID: l.jobID()}).Get(dctx, nil)
+	l.alloc, l.st.Node = nil, ""
+}
+
+func reason(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	var te *temporal.TimeoutError
+	if errors.As(err, &te) {
+		return "timed out (" + te.TimeoutType().String() + ")"
+	}
+	return err.Error()
+}
