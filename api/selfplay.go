@@ -92,8 +92,9 @@ type listSelfplayOutput struct {
 }
 
 type stopSelfplayInput struct {
-	selfplayIDInput
-	Now bool `query:"now" doc:"Cancel at once instead of after the generation in flight."`
+	Cluster string `path:"cluster"`
+	Config  string `path:"config"`
+	Now     bool   `query:"now" doc:"Cancel at once instead of after the generation in flight."`
 }
 
 type leaderboardInput struct {

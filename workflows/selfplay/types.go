@@ -146,19 +146,19 @@ type Generation struct {
 	Node    string     `json:"node,omitempty"`
 	// Players: who played the self-play games ("mcts-rollouts" before a
 	// model exists, else "mcts:<model>").
-	Players   string         `json:"players"`
-	Games     int            `json:"games"`
-	Attempts  int            `json:"attempts" doc:"Self-play activities run; more than one after a node was lost."`
-	Resumed   []int          `json:"resumed,omitempty" doc:"Games already synced to S3 when each retry started."`
-	Quality   quality.Report `json:"quality"`
-	Dataset   string         `json:"dataset,omitempty" doc:"S3 key of the .npz export."`
-	Positions int            `json:"positions,omitempty"`
-	Model     string         `json:"model,omitempty" doc:"The candidate trained this generation."`
-	ModelKey  string         `json:"model_key,omitempty"`
-	TrainLoss float64        `json:"train_loss,omitempty"`
-	Gauntlet  []GauntletScore       `json:"gauntlet,omitempty"`
-	Promoted  bool           `json:"promoted"`
-	Elo       float64        `json:"elo,omitempty" doc:"The candidate's rating after the gauntlet."`
+	Players   string          `json:"players"`
+	Games     int             `json:"games"`
+	Attempts  int             `json:"attempts" doc:"Self-play activities run; more than one after a node was lost."`
+	Resumed   []int           `json:"resumed,omitempty" doc:"Games already synced to S3 when each retry started."`
+	Quality   quality.Report  `json:"quality"`
+	Dataset   string          `json:"dataset,omitempty" doc:"S3 key of the .npz export."`
+	Positions int             `json:"positions,omitempty"`
+	Model     string          `json:"model,omitempty" doc:"The candidate trained this generation."`
+	ModelKey  string          `json:"model_key,omitempty"`
+	TrainLoss float64         `json:"train_loss,omitempty"`
+	Gauntlet  []GauntletScore `json:"gauntlet,omitempty"`
+	Promoted  bool            `json:"promoted"`
+	Elo       float64         `json:"elo,omitempty" doc:"The candidate's rating after the gauntlet."`
 }
 
 // State is the loop's live state (the query's answer).
