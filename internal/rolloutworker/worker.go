@@ -1,0 +1,184 @@
+// Package rolloutworker runs an I/O-bound rollout worker: many env plugin
+// instances at once (max_concurrency, e.g. 100), each on its own goroutine,
+// most of them waiting on an inference endpoint through the http
+// capability. A goroutine blocked in network I/O holds no OS thread, so the
+// worker needs a handful of threads whatever its concurrency; memory is the
+// instances' linear memory plus small per-episode buffers. Finished episodes
+// go to a trajectory pool (which pushes back when the trainer lags); a
+// failed episode (deadline, exhausted retries, trap) is replayed from its
+// seed on a fresh instance, so no trajectory is lost or half-recorded.
+package rolloutworker
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/trainyard/trainyard/internal/trajpool"
+	"github.com/trainyard/trainyard/plugins"
+)
+
+// Config configures a worker.
+type Config struct {
+	Name        string
+	Module      *plugins.Module // an env plugin, loaded with its grants
+	Concurrency int             // env instances in flight (default 100)
+	Episodes    int64           // episodes to finish (required)
+	Seed        uint64          // episode e is reset with Seed+e
+	// Policy picks an action for an observation (default: all zeros). It is
+	// called from many goroutines at once.
+	Policy func(episode int64, obs, action []float32)
+	Pool   *trajpool.Pool
+	// Version is the weight version of trajectories that made no inference
+	// call (e.g. the local policy's); calls record their endpoint's.
+	Version func() int64
+	// MaxAttempts bounds replays of one episode (default 5); an episode
+	// failing that often fails the worker.
+	MaxAttempts int
+	MaxSteps    int // per episode (default: the plugin's max_episode_steps, else 1000)
+}
+
+// Stats report a finished Run.
+type Stats struct {
+	Episodes       int64 // trajectories put in the pool
+	Replayed       int64 // episodes replayed after a failure
+	PeakMemory     int64 // most instance linear memory in use at once, bytes
+	InstanceMemory int64 // linear memory of the instances at the end, bytes
+}
+
+// Run runs cfg.Episodes episodes and returns when all are in the pool, an
+// episode failed MaxAttempts times, or ctx ends.
+func Run(ctx context.Context, cfg Config) (Stats, error) {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 100
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 5
+	}
+	meta := cfg.Module.Metadata()
+	if cfg.MaxSteps <= 0 {
+		cfg.MaxSteps = meta.MaxEpisodeSteps
+		if cfg.MaxSteps <= 0 {
+			cfg.MaxSteps = 1000
+		}
+	}
+	if cfg.Episodes <= 0 || cfg.Pool == nil {
+		return Stats{}, fmt.Errorf("rollout worker %s: needs episodes > 0 and a pool", cfg.Name)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		next, done, replayed atomic.Int64
+		memNow, memPeak      atomic.Int64
+		memEnd               atomic.Int64
+		wg                   sync.WaitGroup
+	)
+	od, ad := meta.Observation.Dim(), meta.Action.Dim()
+	for range min(int64(cfg.Concurrency), cfg.Episodes) {
+		wg.Go(func() {
+			env, err := cfg.Module.NewVecEnv(ctx, 1, cfg.Seed)
+			if err != nil {
+				cancel(fmt.Errorf("rollout worker %s: %w", cfg.Name, err))
+				return
+			}
+			var mem int64
+			setMem := func(m int64) {
+				now := memNow.Add(m - mem)
+				mem = m
+				for p := memPeak.Load(); now > p && !memPeak.CompareAndSwap(p, now); p = memPeak.Load() {
+				}
+			}
+			defer func() {
+				memEnd.Add(int64(env.InstanceMemoryBytes()))
+				setMem(0)
+				env.Close()
+			}()
+			r := runner{cfg: cfg, env: env, od: od, ad: ad}
+			for {
+				e := next.Add(1) - 1
+				if e >= cfg.Episodes || ctx.Err() != nil {
+					return
+				}
+				var t trajpool.Trajectory
+				for attempt := 1; ; attempt++ {
+					t, err = r.episode(ctx, e)
+					setMem(int64(env.InstanceMemoryBytes()))
+					if err == nil || ctx.Err() != nil {
+						break
+					}
+					if attempt == cfg.MaxAttempts {
+						cancel(fmt.Errorf("rollout worker %s: episode %d failed %d times, last: %w", cfg.Name, e, attempt, err))
+						return
+					}
+					replayed.Add(1)
+				}
+				if err != nil {
+					return
+				}
+				t.Worker = cfg.Name
+				if err := cfg.Pool.Put(ctx, t); err != nil {
+					cancel(fmt.Errorf("rollout worker %s: %w", cfg.Name, err))
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	st := Stats{Episodes: done.Load(), Replayed: replayed.Load(), PeakMemory: memPeak.Load(), InstanceMemory: memEnd.Load()}
+	if err := context.Cause(ctx); err != nil && st.Episodes < cfg.Episodes {
+		return st, err
+	}
+	return st, nil
+}
+
+// runner is one goroutine's env and buffers.
+type runner struct {
+	cfg    Config
+	env    *plugins.VecEnv
+	od, ad int
+}
+
+// episode plays episode e from its seed. A failure leaves nothing behind:
+// the partial trajectory and its calls are discarded.
+func (r *runner) episode(ctx context.Context, e int64) (trajpool.Trajectory, error) {
+	t := trajpool.Trajectory{Episode: e, Seed: r.cfg.Seed + uint64(e)}
+	obs, fin := make([]float32, r.od), make([]float32, r.od)
+	rew, term, trunc := make([]float32, 1), make([]bool, 1), make([]bool, 1)
+	r.env.TakeHTTPExchanges() // calls of an earlier, failed attempt
+	if err := r.env.Reset(t.Seed, obs); err != nil {
+		return t, err
+	}
+	for s := 0; s < r.cfg.MaxSteps; s++ {
+		act := make([]float32, r.ad)
+		if r.cfg.Policy != nil {
+			r.cfg.Policy(e, obs, act)
+		}
+		step := trajpool.Step{Obs: append([]float32(nil), obs...), Action: act}
+		if err := r.env.Step(act, obs, rew, term, trunc, fin); err != nil {
+			return t, err
+		}
+		step.Reward = rew[0]
+		t.Steps = append(t.Steps, step)
+		t.Return += rew[0]
+		for _, x := range r.env.TakeHTTPExchanges() {
+			t.Calls = append(t.Calls, trajpool.Call{Endpoint: x.Endpoint, Request: x.Request, Response: x.Response, Attempts: x.Attempts, WeightVersion: x.WeightVersion})
+		}
+		if term[0] || trunc[0] {
+			break
+		}
+	}
+	t.WeightVersion = math.MaxInt64
+	for _, c := range t.Calls {
+		t.WeightVersion = min(t.WeightVersion, c.WeightVersion)
+	}
+	if len(t.Calls) == 0 {
+		t.WeightVersion = 0
+		if r.cfg.Version != nil {
+			t.WeightVersion = r.cfg.Version()
+		}
+	}
+	return t, ctx.Err()
+}
