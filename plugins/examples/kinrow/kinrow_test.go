@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/trainyard/trainyard/internal/games/kinrow"
-	kinrowplugin "github.com/trainyard/trainyard/plugins/examples/kinrow"
 	"github.com/trainyard/trainyard/plugins"
+	kinrowplugin "github.com/trainyard/trainyard/plugins/examples/kinrow"
 	"github.com/trainyard/trainyard/plugins/plugintest"
 )
 
@@ -120,6 +120,7 @@ func TestPluginParity(t *testing.T) {
 							break
 						}
 						p := toMove[0]
+						native.Legal(p, maskN)
 						// An illegal move is refused by both and changes nothing.
 						if moves > 0 {
 							taken := slices.Index(maskN, false)
