@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -59,7 +60,21 @@ type Spec struct {
 	CPUs            float64        `json:"cpus,omitempty" minimum:"0" doc:"CPUs the trainer reserves (default: workers)."`
 	MemoryMB        int64          `json:"memory_mb,omitempty" minimum:"0" doc:"Memory the trainer reserves (default 512)."`
 	Priority        int            `json:"priority,omitempty"`
+	// Capabilities are granted to the run's plugins, never ambient
+	// (docs/plugin-abi.md §9).
+	Capabilities *Capabilities `json:"capabilities,omitempty" doc:"Capabilities granted to the run's plugins; nothing is ambient (docs/plugin-abi.md §9)."`
 }
+
+// Capabilities a run grants to its plugins.
+type Capabilities struct {
+	HTTP     []string `json:"http,omitempty" maxItems:"16" doc:"Inference endpoints of the cluster the env plugin may call by name (it must also declare http:<name> in its metadata)."`
+	HTTPRate float64  `json:"http_rate,omitempty" minimum:"0" doc:"Requests per second for the whole run across all plugin instances (0: unlimited, unless the cluster's policy caps it)."`
+	// HTTPBurst is the token bucket size (default: the rate rounded up).
+	HTTPBurst int `json:"http_burst,omitempty" minimum:"0" doc:"Requests allowed at once above the rate (default: the rate rounded up, at least 1)."`
+}
+
+// endpointName is an inference endpoint's name (internal/inference).
+var endpointName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // FieldError names the offending field of a spec.
 type FieldError struct {
@@ -157,6 +172,24 @@ func (s Spec) Validate() error {
 	}
 	if s.CPUs <= 0 || s.MemoryMB <= 0 {
 		bad("cpus", "cpus and memory_mb must be positive")
+	}
+	if c := s.Capabilities; c != nil {
+		seen := map[string]bool{}
+		for i, name := range c.HTTP {
+			if !endpointName.MatchString(name) || seen[name] {
+				bad(fmt.Sprintf("capabilities.http[%d]", i), "%q: want a distinct endpoint name matching %s", name, endpointName)
+			}
+			seen[name] = true
+		}
+		if len(c.HTTP) > 16 {
+			bad("capabilities.http", "%d endpoints, at most 16", len(c.HTTP))
+		}
+		if c.HTTPRate < 0 || math.IsNaN(c.HTTPRate) || math.IsInf(c.HTTPRate, 0) || c.HTTPBurst < 0 {
+			bad("capabilities.http_rate", "http_rate must be finite and ≥ 0, http_burst ≥ 0")
+		}
+		if len(c.HTTP) == 0 && (c.HTTPRate > 0 || c.HTTPBurst > 0) {
+			bad("capabilities.http", "http_rate and http_burst need endpoints in http")
+		}
 	}
 	if s.Algorithm != AlgorithmPPO {
 		return errors.Join(errs...)

@@ -99,6 +99,11 @@ func TestSpecValidate(t *testing.T) {
 		{"mistyped hyper", Spec{Cluster: "lab", Env: "x", Hyperparameters: map[string]any{"epochs": "many"}}, "hyperparameters"},
 		{"bad hyper value", Spec{Cluster: "lab", Env: "x", Hyperparameters: map[string]any{"gamma": 2}}, "hyperparameters"},
 		{"good hypers", Spec{Cluster: "lab", Env: "x", Hyperparameters: map[string]any{"learning_rate": 3e-4, "hidden": []any{32, 32}}}, ""},
+		{"http grant", Spec{Cluster: "lab", Env: "x", Capabilities: &Capabilities{HTTP: []string{"llm"}, HTTPRate: 20}}, ""},
+		{"http grant bad name", Spec{Cluster: "lab", Env: "x", Capabilities: &Capabilities{HTTP: []string{"https://api.openai.com"}}}, "capabilities.http[0]"},
+		{"http grant twice", Spec{Cluster: "lab", Env: "x", Capabilities: &Capabilities{HTTP: []string{"llm", "llm"}}}, "capabilities.http[1]"},
+		{"http rate negative", Spec{Cluster: "lab", Env: "x", Capabilities: &Capabilities{HTTP: []string{"llm"}, HTTPRate: -1}}, "capabilities.http_rate"},
+		{"http rate without endpoints", Spec{Cluster: "lab", Env: "x", Capabilities: &Capabilities{HTTPRate: 5}}, "capabilities.http"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.spec.WithDefaults().Validate()
