@@ -61,8 +61,8 @@ type Spec struct {
 	MemoryMB        int64          `json:"memory_mb,omitempty" minimum:"0" doc:"Memory the trainer reserves (default 512)."`
 	Priority        int            `json:"priority,omitempty"`
 	// Capabilities are granted to the run's plugins, never ambient
-	// (docs/plugin-abi.md §9).
-	Capabilities *Capabilities `json:"capabilities,omitempty" doc:"Capabilities granted to the run's plugins; nothing is ambient (docs/plugin-abi.md §9)."`
+	// (docs/plugin-abi.md §8).
+	Capabilities *Capabilities `json:"capabilities,omitempty" doc:"Capabilities granted to the run's plugins; nothing is ambient (docs/plugin-abi.md §8)."`
 }
 
 // Capabilities a run grants to its plugins.
