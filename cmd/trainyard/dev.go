@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,6 +43,8 @@ type devOptions struct {
 	uiPort       int
 	s3Port       int
 	bucket       string
+	s3Endpoint   string // an S3 of its own (`trainyard s3`) instead of the embedded one
+	s3CredFile   string
 }
 
 func newDevCmd(g *globals) *cobra.Command {
@@ -62,6 +65,8 @@ func newDevCmd(g *globals) *cobra.Command {
 	f.IntVar(&o.uiPort, "ui-port", 8233, "Temporal Web UI port")
 	f.IntVar(&o.s3Port, "s3-port", 9000, "S3 port")
 	f.StringVar(&o.bucket, "s3-bucket", "trainyard", "bucket for plugins, checkpoints and datasets")
+	f.StringVar(&o.s3Endpoint, "s3-endpoint", "", "use this S3 (e.g. `trainyard s3`) instead of starting the embedded one")
+	f.StringVar(&o.s3CredFile, "s3-credentials", "", "with --s3-endpoint: its keys as JSON {access_key_id, secret_access_key} (default DATA/s3-credentials.json)")
 	return cmd
 }
 
@@ -88,15 +93,22 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 	}()
 
 	credFile := filepath.Join(dir, "s3-credentials.json")
+	if o.s3Endpoint != "" && o.s3CredFile != "" {
+		credFile = o.s3CredFile
+	}
 	creds, err := embedded.LoadOrCreateS3Credentials(credFile)
 	if err != nil {
 		return err
 	}
-	s3, err := embedded.StartS3(o.ip, o.s3Port, filepath.Join(dir, "s3"), creds)
-	if err != nil {
-		return err
+	s3 := &embedded.S3{Endpoint: strings.TrimPrefix(o.s3Endpoint, "http://"), Credentials: creds}
+	if o.s3Endpoint == "" {
+		if s3, err = embedded.StartS3(o.ip, o.s3Port, filepath.Join(dir, "s3"), creds); err != nil {
+			return err
+		}
+		stops = append(stops, s3.Stop)
+	} else if strings.HasPrefix(o.s3Endpoint, "https://") {
+		return fmt.Errorf("--s3-endpoint %s: dev speaks plain HTTP to S3; use `trainyard server` for TLS", o.s3Endpoint)
 	}
-	stops = append(stops, s3.Stop)
 
 	tsrv, err := embedded.StartTemporal(embedded.TemporalOptions{
 		DatabaseFile:     filepath.Join(dir, "temporal.db"),
