@@ -92,7 +92,7 @@ func (s *Server) Handler() http.Handler {
 			// Multipart bodies bypass huma's body limit; cap the upload here.
 			r.Body = http.MaxBytesReader(rec, r.Body, MaxPluginBytes+1<<20)
 		}
-		s.mux.ServeHTTP(rec, r)
+		s.serveMux(rec, r)
 		level := slog.LevelInfo
 		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
 			level = slog.LevelDebug
