@@ -16,15 +16,17 @@ import (
 
 	"github.com/trainyard/trainyard/internal/agent/detect/gpudesc"
 	"github.com/trainyard/trainyard/internal/agent/preempt"
+	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/resources"
 )
 
 // The file format. Kept apart from Cluster so the in-memory form is plain
 // resources.Capacity while the file accepts "64GiB" and GPU descriptions.
 type fileSpec struct {
-	Name     string     `yaml:"name"`
-	Defaults fileNode   `yaml:"defaults"`
-	Nodes    []fileNode `yaml:"nodes"`
+	Name      string               `yaml:"name"`
+	Defaults  fileNode             `yaml:"defaults"`
+	Nodes     []fileNode           `yaml:"nodes"`
+	Endpoints []inference.Endpoint `yaml:"endpoints"`
 }
 
 type fileNode struct {
@@ -159,7 +161,7 @@ func Parse(data []byte) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster spec: %w", err)
 	}
 	var errs []error
-	c := &Cluster{Name: f.Name}
+	c := &Cluster{Name: f.Name, Endpoints: f.Endpoints}
 	for i, fn := range f.Nodes {
 		n, nodeErrs := f.node(i, fn)
 		errs = append(errs, nodeErrs...)
@@ -372,6 +374,7 @@ func (c *Cluster) Validate() error {
 			}
 		}
 	}
+	errs = append(errs, c.validateEndpoints()...)
 	return errors.Join(errs...)
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/trainyard/trainyard/internal/agent/detect/gpudesc"
+	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/resources"
 )
 
@@ -24,6 +25,9 @@ var Kinds = []string{KindLocal, KindSSH, KindStatic}
 type Cluster struct {
 	Name  string `json:"name"`
 	Nodes []Node `json:"nodes"`
+	// Endpoints are the OpenAI-compatible inference services runs may
+	// grant their plugins (endpoints.go).
+	Endpoints []inference.Endpoint `json:"endpoints,omitempty"`
 }
 
 // Node is one machine and how to reach it. Defaults from the spec's
