@@ -17,9 +17,9 @@ import (
 
 // Board families, as the seed names them.
 const (
-	Square8   = "square8"   // 8×8 square grid, 64 cells, 4 in a row
+	Square8   = "square8"   // 8×8 square grid, 64 cells, 5 in a row
 	Square19  = "square19"  // 19×19 square grid, 361 cells, 5 in a row
-	Hex8      = "hex8"      // hexagon of side 5, 61 cells, 4 in a row
+	Hex8      = "hex8"      // hexagon of side 5, 61 cells, 5 in a row
 	Hexagonal = "hexagonal" // hexagon of side 13, 469 cells, 5 in a row
 )
 
@@ -85,9 +85,9 @@ type spec struct {
 }
 
 var specs = map[string]spec{
-	Square8:   {false, 8, 4},
+	Square8:   {false, 8, 5},
 	Square19:  {false, 19, 5},
-	Hex8:      {true, 5, 4},
+	Hex8:      {true, 5, 5},
 	Hexagonal: {true, 13, 5},
 }
 

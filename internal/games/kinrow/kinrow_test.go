@@ -15,8 +15,8 @@ func TestGeometry(t *testing.T) {
 		axes   int
 		k      int
 	}{
-		{Hex8, 61, 3, 4},
-		{Square8, 64, 4, 4},
+		{Hex8, 61, 3, 5},
+		{Square8, 64, 4, 5},
 		{Square19, 361, 4, 5},
 		{Hexagonal, 469, 3, 5},
 	}
@@ -358,8 +358,8 @@ func TestRestoreRejects(t *testing.T) {
 		{"turn order", func() []byte { s := slices.Clone(good); s[5] = 2; return s }},
 		{"line by the wrong player", func() []byte {
 			s := slices.Clone(good)
-			for i := 0; i < 4; i++ {
-				s[stateHeader+i] = 1      // player 0: cells 0-3 in a row
+			for i := 0; i < 5; i++ {
+				s[stateHeader+i] = 1      // player 0: cells 0-4 in a row
 				s[stateHeader+16+2*i] = 2 // player 1: scattered
 			}
 			return s
