@@ -1,3 +1,9 @@
+// The learning test is compiled out under -race (30× slower there, and
+// single-goroutine); `make test` runs it first without -race (mk/games.mk),
+// as it does PPO's.
+
+//go:build !race
+
 package model
 
 import (
