@@ -1,0 +1,16 @@
+# Fault and abuse suite (internal/chaos): kill -9 of the S3 server, the
+# control plane (`trainyard dev`) and an agent in the middle of a CartPole
+# run, counting what was lost (must be 0) and the recovery time; every API
+# route fuzzed from the served OpenAPI document; 200 concurrent submissions
+# and status polls with p50/p99. They are ordinary Go tests, so `make test`
+# (CI) runs them too (~6 min on 2 cores); this target runs only them and
+# shows their reports. Full log: .cache/chaos.log.
+.PHONY: chaos
+
+chaos:
+	@mkdir -p $(CACHE)
+	@echo "go test -count=1 -v ./internal/chaos/  (log: $(CACHE)/chaos.log)"
+	@$(GO) test -count=1 -v -timeout 30m ./internal/chaos/ > $(CACHE)/chaos.log 2>&1; rc=$$?; \
+	  grep -E '^(chaos\| |--- |ok |FAIL)' $(CACHE)/chaos.log | sed 's/^chaos| //'; \
+	  if [ $$rc -ne 0 ]; then echo "--- failures:"; grep -E '_test\.go:[0-9]+: ' $(CACHE)/chaos.log | tail -40; fi; \
+	  exit $$rc
