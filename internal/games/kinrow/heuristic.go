@@ -5,19 +5,23 @@ import (
 	"math/rand/v2"
 )
 
-// Heuristic scores for the fast bootstrap player. A move that wins scores
-// winScore; one that stops an opponent's win scores blockScore (more for
-// the opponent who moves next); anything else scores the lines it extends
-// and the opponents' lines it cuts, weighting open runs by 4^length.
+// Heuristic scores for the fast bootstrap player, in order: a move that
+// wins; one that stops an opponent's five (more for the opponent who moves
+// next); one that makes an open four (two ways to win: unstoppable); one
+// that stops an opponent's open four; one that makes a four; then the rows
+// it extends and the opponents' rows it cuts, open runs weighted 4^length.
 const (
-	winScore   = 1e9
-	blockScore = 1e6
+	winScore       = 1e9
+	blockScore     = 1e6
+	openFourScore  = 5e4
+	blockOpenScore = 1e4
+	fourScore      = 2e3
 )
 
 // Scores writes a score for every empty cell (-Inf for taken ones) from
 // player p's point of view.
 func (g *Game) Scores(p int, scores []float64) {
-	n := g.cfg.Players
+	n, k := g.cfg.Players, g.geo.K
 	next := (p + 1) % n
 	for c, o := range g.cells {
 		if o >= 0 {
@@ -27,21 +31,30 @@ func (g *Game) Scores(p int, scores []float64) {
 		s := 0.0
 		for a := range g.geo.Axes {
 			l, open := g.Run(c, a, p)
-			if l >= g.geo.K {
+			switch {
+			case l >= k:
 				s += winScore
-			} else if open > 0 {
+			case l == k-1 && open == 2:
+				s += openFourScore
+			case l == k-1 && open == 1:
+				s += fourScore
+			case open > 0:
 				s += math.Pow(4, float64(l)) * float64(open)
 			}
 			for q := 0; q < n; q++ {
 				if q == p {
 					continue
 				}
+				w := 1.0
+				if q == next {
+					w = 2
+				}
 				l, open := g.Run(c, a, q)
 				switch {
-				case l >= g.geo.K && q == next:
-					s += 2 * blockScore
-				case l >= g.geo.K:
-					s += blockScore
+				case l >= k:
+					s += w * blockScore
+				case l == k-1 && open == 2:
+					s += w * blockOpenScore
 				case open > 0 || l > 1:
 					s += 0.8 * math.Pow(4, float64(l-1)) * float64(open+1) / float64(n-1)
 				}
