@@ -10,10 +10,12 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/trainyard/trainyard/internal/agent/detect"
 	"github.com/trainyard/trainyard/internal/agent/drain"
+	"github.com/trainyard/trainyard/internal/agent/gpumetrics"
 	"github.com/trainyard/trainyard/internal/agent/preempt"
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/objstore"
@@ -93,6 +95,12 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 	res, err := detect.Detect(ctx, dopts)
 	if err != nil {
 		return fmt.Errorf("agent %s: detect resources: %w", o.node, err)
+	}
+	// Per-GPU utilisation and memory on /metrics (and OTLP), read from
+	// nvidia-smi at most every 5 s however often it is scraped.
+	if _, err := gpumetrics.Register(otel.Meter("github.com/trainyard/trainyard/agent"), o.cluster, o.node,
+		func(ctx context.Context) ([]detect.GPUStatus, error) { return detect.GPUs(ctx, dopts) }, 5*time.Second); err != nil {
+		return fmt.Errorf("agent %s: gpu metrics: %w", o.node, err)
 	}
 	dir := o.workDir
 	if dir == "" {
