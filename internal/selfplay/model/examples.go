@@ -11,8 +11,8 @@ type Examples struct {
 	ToMove   []int       // the mover's seat
 	// Outcomes[i][j] is the outcome for the player j seats after the mover
 	// (Outcomes[i][0] == Values[i]); it trains the value head of every
-	// seat in games of three or more. Nil: Values alone (two-player games
-	// derive the other seat as -Values).
+	// seat. Nil (e.g. read back from an NPZ export): the other seats'
+	// targets are inferred from Values (exact for two players).
 	Outcomes [][]float32
 }
 

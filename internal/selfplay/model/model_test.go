@@ -255,3 +255,29 @@ func TestExamplesFrom(t *testing.T) {
 		t.Fatalf("relative outcomes of seat 2: %v", o)
 	}
 }
+
+func TestValueTargetWithoutOutcomes(t *testing.T) {
+	tests := []struct {
+		players int
+		v       float32
+		want    []float32
+	}{
+		{2, 1, []float32{1, -1}},
+		{2, -1, []float32{-1, 1}},
+		{2, 0, []float32{0, 0}},
+		{3, 1, []float32{1, -1, -1}},
+		{3, -1, []float32{-1, 0, 0}}, // one of two others won: each expects 0
+		{4, -1, []float32{-1, -1.0 / 3, -1.0 / 3, -1.0 / 3}},
+		{4, 0, []float32{0, 0, 0, 0}},
+	}
+	for _, tc := range tests {
+		target, trained := make([]float32, tc.players), make([]bool, tc.players)
+		valueTarget(Examples{Values: []float32{tc.v}}, 0, tc.players, target, trained)
+		for k := range target {
+			if math.Abs(float64(target[k]-tc.want[k])) > 1e-6 || !trained[k] {
+				t.Errorf("%d players, v=%v: targets %v, want %v", tc.players, tc.v, target, tc.want)
+				break
+			}
+		}
+	}
+}

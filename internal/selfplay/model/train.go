@@ -153,9 +153,12 @@ func Train(m *Model, ex Examples, hp HParams) (Stats, error) {
 }
 
 // valueTarget writes example i's per-seat value targets (relative to the
-// mover) and which seats have one.
+// mover) and which seats have one. Without Outcomes the other seats are
+// inferred from the mover's value: a win means everyone else lost (-v); a
+// loss means one of the n-1 others won, so each expects
+// (1 - (n-2))/(n-1) = v·(n-3)/(n-1) (the other seat's +1 in two-player
+// games).
 func valueTarget(ex Examples, i, players int, target []float32, trained []bool) {
-	clear(trained)
 	if ex.Outcomes != nil {
 		copy(target, ex.Outcomes[i])
 		for k := range trained {
@@ -163,8 +166,13 @@ func valueTarget(ex Examples, i, players int, target []float32, trained []bool) 
 		}
 		return
 	}
-	target[0], trained[0] = ex.Values[i], true
-	if players == 2 {
-		target[1], trained[1] = -ex.Values[i], true
+	v := ex.Values[i]
+	other := -v
+	if v < 0 {
+		other = v * float32(players-3) / float32(players-1)
+	}
+	target[0], trained[0] = v, true
+	for k := 1; k < players; k++ {
+		target[k], trained[k] = other, true
 	}
 }
