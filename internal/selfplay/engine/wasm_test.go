@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math/rand/v2"
 	"path/filepath"
 	"testing"
 
@@ -52,5 +53,51 @@ func TestPlayGameWASM(t *testing.T) {
 			checkRecord(t, rec, tc.oneHot)
 			t.Logf("%d moves, outcome %v", len(rec.Moves), rec.Outcome)
 		})
+	}
+}
+
+// TestHeuristicOtherGames: on a plugin that is not k-in-a-row the
+// heuristic falls back to a one-ply win search through Save/Apply/Restore.
+func TestHeuristicOtherGames(t *testing.T) {
+	ctx := context.Background()
+	rt, err := plugins.NewRuntime(ctx, plugins.RuntimeConfig{CacheDir: filepath.Join(plugintest.Root(t), ".cache", "wazero")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	mod, err := rt.Load(ctx, plugintest.BuildGo(t, "./plugins/examples/tictactoe"), plugins.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close(ctx)
+	games, err := mod.NewGames(ctx, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer games.Close()
+	for i, a := range []int{0, 3, 1, 4} { // X: 0 1, O: 3 4; X to move wins at 2
+		if err := games.Apply(0, i%2, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, _ := games.Save(0, nil)
+	legal := make([]bool, 9)
+	if err := games.Legal(0, 0, legal); err != nil {
+		t.Fatal(err)
+	}
+	pi := make([]float32, 9)
+	for seed := uint64(0); seed < 5; seed++ {
+		a, err := Heuristic{}.Move(ctx, Position{Games: games, Game: 0, Player: 0, Legal: legal}, rand.New(rand.NewPCG(seed, 0)), pi)
+		if err != nil || a != 2 || pi[2] != 1 {
+			t.Fatalf("heuristic played %d (%v), want the win at 2", a, err)
+		}
+	}
+	after, _ := games.Save(0, nil)
+	if string(before) != string(after) {
+		t.Fatal("the heuristic left the game changed")
+	}
+	rec, err := PlayGame(ctx, games, 0, 1, []Player{Heuristic{}, Random{}}, 0)
+	if err != nil || !rec.Terminal || rec.Config != "tictactoe" {
+		t.Fatalf("tictactoe game: %+v %v", rec, err)
 	}
 }
