@@ -157,6 +157,10 @@ func (s *Server) registerRuns() {
 		if err != nil {
 			return nil, err
 		}
+		endpoints, err := grantedEndpoints(spec, st, env.Metadata)
+		if err != nil {
+			return nil, err
+		}
 		id := runPrefix + uuid.NewString()
 		ws := spec.WorkSpec(id)
 		if err := s.admitJob(ctx, id, st, ws); err != nil {
@@ -170,7 +174,7 @@ func (s *Server) registerRuns() {
 			ID: id, TaskQueue: workflows.ControlTaskQueue,
 			TypedSearchAttributes: temporal.NewSearchAttributes(pluginrun.SearchAttribute.ValueSet(ids)),
 			Memo:                  map[string]any{"name": spec.Name, "cluster": spec.Cluster, "env": spec.Env},
-		}, train.Name, train.Input{RunID: id, Spec: spec, EnvPlugin: env.ID, RewardPlugin: reward})
+		}, train.Name, train.Input{RunID: id, Spec: spec, EnvPlugin: env.ID, RewardPlugin: reward, Endpoints: endpoints})
 		if err != nil {
 			return nil, temporalErr("start run", err)
 		}

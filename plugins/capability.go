@@ -63,10 +63,51 @@ func (r *Runtime) LoadGranted(ctx context.Context, wasm []byte, opts LoadOptions
 		return nil, err
 	}
 	if b != nil {
+		if m.importsCapability() && len(m.meta.DeclaredEndpoints(CapHTTP)) == 0 {
+			_ = m.Close(ctx)
+			return nil, invalid(m.label, fmt.Errorf("%w: it imports %s.http_request but its metadata declares no \"http:<endpoint>\" capability", ErrMetadata, HostModule))
+		}
 		b.bind(m.meta)
 		m.caps = b
 	}
 	return m, nil
+}
+
+// validationGrants grant every capability with nothing behind it: calls
+// are refused, so validation can load a plugin that uses one.
+func validationGrants() Grants {
+	return Grants{HTTP: NewHTTPGrant("validate", nil, HTTPLimits{})}
+}
+
+// importsCapability reports whether the module imports a capability's
+// host function.
+func (m *Module) importsCapability() bool {
+	for _, f := range m.compiled.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		if _, ok := capabilityImports[mod+"."+name]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// smokeWithoutCapabilities checks what runs without the capability: an env
+// inits and resets (its steps call the endpoint and are first exercised in
+// a run); reward and game plugins are only loaded.
+func (m *Module) smokeWithoutCapabilities(ctx context.Context) error {
+	if m.meta.Kind != KindEnv {
+		return nil
+	}
+	v, err := m.NewVecEnv(ctx, 2, 1)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	obs := make([]float32, 2*v.od)
+	if err := v.Reset(1, obs); err != nil {
+		return err
+	}
+	return finite("reset", m.label, obs)
 }
 
 // DeclaredEndpoints lists the endpoints a plugin's metadata declares for a

@@ -84,6 +84,19 @@ func TestHTTPCapabilityNotGranted(t *testing.T) {
 	load(t, rt, plugintest.BuildGo(t, "./plugins/examples/cartpole"), testLimits)
 }
 
+// TestValidateCapabilityPlugin: upload validation accepts a plugin that
+// uses the http capability (init and reset run; nothing is sent).
+func TestValidateCapabilityPlugin(t *testing.T) {
+	rt := newTestRuntime(t)
+	md, err := rt.Validate(t.Context(), plugintest.BuildGo(t, "./plugins/examples/arithmetic"), testLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := md.DeclaredEndpoints(CapHTTP); len(got) != 1 || got[0] != "llm" {
+		t.Fatalf("declared endpoints %v, want [llm]", got)
+	}
+}
+
 // TestHTTPCapabilityGranted: with the grant, calls reach the endpoint with
 // the host's credentials, the model is filled in, and the host records each
 // exchange with the endpoint's weight version.

@@ -96,10 +96,13 @@ func (r *Runtime) Close(ctx context.Context) error {
 // Validate checks a module as an upload handler must before accepting it:
 // it compiles, checks imports, exports and ABI version, reads the metadata,
 // and runs a smoke test (init, reset and a few steps, or the reward/game
-// equivalent) under limits. Errors wrap ErrInvalidPlugin and a specific
+// equivalent) under limits. A plugin using a capability (§8 of the ABI) is
+// smoke-tested only as far as it runs without it (env: init and reset). Errors wrap ErrInvalidPlugin and a specific
 // sentinel; the message names the plugin, the call and why.
 func (r *Runtime) Validate(ctx context.Context, wasm []byte, limits Limits) (Metadata, error) {
-	m, err := r.Load(ctx, wasm, LoadOptions{Limits: limits})
+	// Capabilities are granted with no endpoints: the module must load and
+	// declare what it calls, but nothing leaves the host at upload.
+	m, err := r.LoadGranted(ctx, wasm, LoadOptions{Limits: limits}, validationGrants())
 	if err != nil {
 		return Metadata{}, err
 	}

@@ -13,6 +13,9 @@ const smokeSteps = 8
 // smoke exercises a freshly loaded module the way a run would, under its
 // limits, and checks outputs are well-formed (finite numbers).
 func (m *Module) smoke(ctx context.Context) error {
+	if m.importsCapability() {
+		return m.smokeWithoutCapabilities(ctx)
+	}
 	switch m.meta.Kind {
 	case KindEnv:
 		return m.smokeEnv(ctx)

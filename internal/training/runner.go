@@ -15,6 +15,7 @@ import (
 	"github.com/trainyard/trainyard/internal/agent/drain"
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/envs"
+	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/plugins"
@@ -55,6 +56,8 @@ type SegmentInput struct {
 	// one; otherwise the run restores from the newest in S3.
 	FromCheckpoint int64 `json:"from_checkpoint"`
 	Iterations     int   `json:"iterations"`
+	// Endpoints define the inference endpoints Spec.Capabilities grants.
+	Endpoints []inference.Endpoint `json:"endpoints,omitempty"`
 }
 
 // SegmentResult is what a segment did.
@@ -239,7 +242,11 @@ func (r *Runner) open(ctx context.Context, in SegmentInput, spec Spec) (*session
 		s.close()
 		return nil, res, err
 	}
-	envMod, err := r.load(ctx, in.EnvPlugin)
+	g, err := grants(in)
+	if err != nil {
+		return fail(err)
+	}
+	envMod, err := r.load(ctx, in.EnvPlugin, g)
 	if err != nil {
 		return fail(err)
 	}
@@ -252,7 +259,7 @@ func (r *Runner) open(ctx context.Context, in SegmentInput, spec Spec) (*session
 	}
 	s.env = venv
 	if in.RewardPlugin != "" {
-		rm, err := r.load(ctx, in.RewardPlugin)
+		rm, err := r.load(ctx, in.RewardPlugin, plugins.Grants{})
 		if err != nil {
 			return fail(err)
 		}
@@ -317,7 +324,7 @@ func checkPlugins(m checkpoint.Manifest, in SegmentInput) error {
 	return nil
 }
 
-func (r *Runner) load(ctx context.Context, sha string) (*plugins.Module, error) {
+func (r *Runner) load(ctx context.Context, sha string, g plugins.Grants) (*plugins.Module, error) {
 	wasm, err := r.Store.Module(ctx, sha)
 	if err != nil {
 		if errors.Is(err, pluginstore.ErrNotFound) {
@@ -325,7 +332,7 @@ func (r *Runner) load(ctx context.Context, sha string) (*plugins.Module, error) 
 		}
 		return nil, err
 	}
-	m, err := r.Plugins.Load(ctx, wasm, plugins.LoadOptions{})
+	m, err := r.Plugins.LoadGranted(ctx, wasm, plugins.LoadOptions{}, g)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w: %w", short(sha), ErrFatal, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/trainyard/trainyard/internal/cluster/spec"
+	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/provision"
 	"github.com/trainyard/trainyard/internal/resources"
 	"github.com/trainyard/trainyard/internal/scheduler"
@@ -206,6 +207,10 @@ type Status struct {
 	Nodes   []NodeStatus `json:"nodes"`
 	Totals  Totals       `json:"totals"`
 	Events  []string     `json:"events" doc:"The latest cluster events, oldest first."`
+	// Endpoints are the spec's inference endpoints (definitions only: the
+	// credentials stay references). Health is checked by whoever shows
+	// them, outside the workflow.
+	Endpoints []inference.Endpoint `json:"endpoints,omitempty" doc:"Inference endpoints the spec declares (docs/llm.md)."`
 }
 
 // nodeState is the workflow's record of one node.
@@ -234,6 +239,8 @@ type State struct {
 	Nodes    map[string]*nodeState `json:"nodes"`
 	Events   []string              `json:"events"`
 	Pending  []Command             `json:"pending,omitempty"` // commands not yet run
+	// Endpoints: the latest spec's inference endpoints.
+	Endpoints []inference.Endpoint `json:"endpoints,omitempty"`
 }
 
 // SchedulerNodes is the scheduler's view of a status snapshot, for callers

@@ -243,6 +243,7 @@ func (c *controller) drainNode(ctx workflow.Context, cmd Command) {
 // merge takes nodes of a (re)submitted spec; nodes already known keep their
 // runtime state, so `up` twice is a no-op.
 func (c *controller) merge(s spec.Cluster) {
+	c.st.Endpoints = slices.Clone(s.Endpoints) // the resubmitted spec's, as declared
 	for _, n := range s.Nodes {
 		if ns, ok := c.st.Nodes[n.Name]; ok {
 			ns.Spec = n
@@ -498,7 +499,7 @@ func usage(n *nodeState) Usage {
 }
 
 func (c *controller) status(now time.Time) Status {
-	s := Status{Cluster: c.st.Name, Desired: c.st.Desired, Busy: len(c.st.Pending) > 0, Events: slices.Clone(c.st.Events)}
+	s := Status{Cluster: c.st.Name, Desired: c.st.Desired, Busy: len(c.st.Pending) > 0, Events: slices.Clone(c.st.Events), Endpoints: slices.Clone(c.st.Endpoints)}
 	s.Totals.ByHealth = map[Health]int{}
 	for _, name := range c.st.Order {
 		n := c.st.Nodes[name]

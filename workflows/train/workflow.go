@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/workflows/cluster"
@@ -49,6 +50,9 @@ type Input struct {
 	// InfeasibleGrace: how long a run no node can take waits for the
 	// cluster to change before it fails (default 5m).
 	InfeasibleGrace time.Duration `json:"infeasible_grace,omitempty"`
+	// Endpoints are the definitions of the inference endpoints the spec
+	// grants (resolved against the cluster at submission).
+	Endpoints []inference.Endpoint `json:"endpoints,omitempty"`
 }
 
 // RunControl is the payload of SignalControl.
@@ -69,12 +73,12 @@ type RunProgress struct {
 	Reason string `json:"reason,omitempty" doc:"Why it waits (the resource or rule that blocks it on each node; when infeasible, also when it fails unless the cluster changes), or why it failed."`
 	// WaitingSince orders the queue (GET /v1/clusters/{name}/queue).
 	WaitingSince *time.Time `json:"waiting_since,omitempty" doc:"When it began waiting for a node (unset while placed)."`
-	Node       string `json:"node,omitempty"`
-	Placements int    `json:"placements"`
-	Failures   int    `json:"failures" doc:"Segments lost to node deaths or outages, each redone from the latest checkpoint."`
-	Iteration  int64  `json:"iteration"`
-	Timesteps  int64  `json:"timesteps"`
-	Checkpoint int64  `json:"checkpoint" doc:"Sequence number of the latest checkpoint (0: none yet)."`
+	Node         string     `json:"node,omitempty"`
+	Placements   int        `json:"placements"`
+	Failures     int        `json:"failures" doc:"Segments lost to node deaths or outages, each redone from the latest checkpoint."`
+	Iteration    int64      `json:"iteration"`
+	Timesteps    int64      `json:"timesteps"`
+	Checkpoint   int64      `json:"checkpoint" doc:"Sequence number of the latest checkpoint (0: none yet)."`
 	// MeanReturn is the mean return of the last 100 episodes.
 	MeanReturn float64      `json:"mean_return"`
 	BestReturn float64      `json:"best_return"`
@@ -256,7 +260,7 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 		var seg training.SegmentResult
 		err := workflow.ExecuteActivity(segCtx, (*AgentActivities).RunSegment, training.SegmentInput{
 			RunID: in.RunID, Spec: spec, EnvPlugin: in.EnvPlugin, RewardPlugin: in.RewardPlugin,
-			FromCheckpoint: p.Checkpoint, Iterations: spec.CheckpointEvery,
+			FromCheckpoint: p.Checkpoint, Iterations: spec.CheckpointEvery, Endpoints: in.Endpoints,
 		}).Get(ctx, &seg)
 		if err != nil {
 			if done, res, ferr := lost(err); done {

@@ -1,0 +1,49 @@
+package api
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/trainyard/trainyard/internal/inference"
+	"github.com/trainyard/trainyard/internal/training"
+	"github.com/trainyard/trainyard/plugins"
+	"github.com/trainyard/trainyard/workflows/cluster"
+)
+
+// grantedEndpoints resolves a run's capabilities.http against its cluster:
+// every granted endpoint must be declared by the cluster and by the env
+// plugin's metadata (http:<name>). The definitions travel with the run to
+// the agent, which resolves their credentials itself.
+func grantedEndpoints(spec training.Spec, st cluster.Status, env plugins.Metadata) ([]inference.Endpoint, error) {
+	if spec.Capabilities == nil || len(spec.Capabilities.HTTP) == 0 {
+		return nil, nil
+	}
+	declared := env.DeclaredEndpoints(plugins.CapHTTP)
+	var out []inference.Endpoint
+	var details []error
+	for i, name := range spec.Capabilities.HTTP {
+		loc := fmt.Sprintf("body.capabilities.http[%d]", i)
+		j := slices.IndexFunc(st.Endpoints, func(e inference.Endpoint) bool { return e.Name == name })
+		if j < 0 {
+			names := make([]string, 0, len(st.Endpoints))
+			for _, e := range st.Endpoints {
+				names = append(names, e.Name)
+			}
+			details = append(details, &huma.ErrorDetail{Location: loc, Value: name,
+				Message: fmt.Sprintf("cluster %s declares no endpoint %q (declared: %v)", spec.Cluster, name, names)})
+			continue
+		}
+		if !slices.Contains(declared, name) {
+			details = append(details, &huma.ErrorDetail{Location: loc, Value: name,
+				Message: fmt.Sprintf("env plugin %s does not declare capability http:%s (it declares %v)", env.Label(), name, env.Capabilities)})
+			continue
+		}
+		out = append(out, st.Endpoints[j])
+	}
+	if len(details) > 0 {
+		return nil, huma.Error422UnprocessableEntity("capabilities not grantable", details...)
+	}
+	return out, nil
+}
