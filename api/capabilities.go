@@ -7,6 +7,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/trainyard/trainyard/internal/inference"
+	"github.com/trainyard/trainyard/internal/policy"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows/cluster"
@@ -46,4 +47,15 @@ func grantedEndpoints(spec training.Spec, st cluster.Status, env plugins.Metadat
 		return nil, huma.Error422UnprocessableEntity("capabilities not grantable", details...)
 	}
 	return out, nil
+}
+
+// runCapabilities puts a run's grants and its env plugin's declared
+// capabilities into the admission input (policies/capabilities.rego).
+func runCapabilities(spec training.Spec, env plugins.Metadata) func(*policy.Input) {
+	return func(in *policy.Input) {
+		if c := spec.Capabilities; c != nil {
+			in.Work.Capabilities = &policy.Capabilities{HTTP: c.HTTP, HTTPRate: c.HTTPRate}
+		}
+		in.Work.PluginCapabilities = env.Capabilities
+	}
 }

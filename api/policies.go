@@ -136,8 +136,12 @@ func bundleErr(err error, results []policy.TestResult) error {
 
 // admitJob decides a job against the cluster's live nodes; a denial is a
 // 403 listing every violated rule.
-func (s *Server) admitJob(ctx context.Context, workID string, st cluster.Status, ws workspec.Spec) error {
+func (s *Server) admitJob(ctx context.Context, workID string, st cluster.Status, ws workspec.Spec, extra ...func(*policy.Input)) error {
 	in := policy.Input{Work: policy.WorkInput(workID, ws, 0), Cluster: policy.ClusterInput(st.SchedulerNodes())}
+	in.Cluster.Endpoints = policy.EndpointsInput(st.Endpoints)
+	for _, f := range extra {
+		f(&in)
+	}
 	d, err := s.d.Admission.Decide(ctx, workID, in)
 	if err != nil {
 		return huma.Error503ServiceUnavailable("admission", err)

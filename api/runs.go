@@ -163,7 +163,7 @@ func (s *Server) registerRuns() {
 		}
 		id := runPrefix + uuid.NewString()
 		ws := spec.WorkSpec(id)
-		if err := s.admitJob(ctx, id, st, ws); err != nil {
+		if err := s.admitJob(ctx, id, st, ws, runCapabilities(spec, env.Metadata)); err != nil {
 			return nil, err
 		}
 		if p := scheduler.New(s.d.Admission.Engine().Params()).Place(st.SchedulerNodes(), scheduler.Work{ID: id, Spec: ws}); p.Status == scheduler.Infeasible {

@@ -46,6 +46,12 @@ func appendCluster(b []byte, c *Cluster) []byte {
 		b = appendFloat(b, n.Used.CPUs)
 		b = binary.AppendVarint(b, n.Used.MemoryMB)
 	}
+	b = appendLen(b, len(c.Endpoints), c.Endpoints == nil)
+	for _, e := range c.Endpoints {
+		b = appendString(b, e.Name)
+		b = appendStrings(b, e.Nodes)
+		b = binary.AppendVarint(b, int64(e.GPUs))
+	}
 	return b
 }
 
@@ -86,7 +92,12 @@ func appendWork(b []byte, w *Work) []byte {
 		b = appendStrings(b, w.Providers.Prefer)
 		b = appendStrings(b, w.Providers.Avoid)
 	}
-	return b
+	b = appendBool(b, w.Capabilities != nil)
+	if c := w.Capabilities; c != nil {
+		b = appendStrings(b, c.HTTP)
+		b = appendFloat(b, c.HTTPRate)
+	}
+	return appendStrings(b, w.PluginCapabilities)
 }
 
 func appendPlacement(b []byte, ps []Placed) []byte {
@@ -152,6 +163,9 @@ func checkFinite(in *Input) error {
 		if bad(r.CPUs) || bad(r.GPUs) {
 			return fmt.Errorf("role %s: CPUs or GPUs are not finite", r.Name)
 		}
+	}
+	if c := in.Work.Capabilities; c != nil && bad(c.HTTPRate) {
+		return errors.New("capabilities: http_rate is not finite")
 	}
 	if bad(in.Usage.Tier1CapacitySeconds) {
 		return errors.New("usage: Tier-1 capacity is not finite")

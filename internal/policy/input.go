@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/internal/scheduler"
 	"github.com/trainyard/trainyard/internal/workspec"
@@ -28,6 +29,16 @@ type Work struct {
 	WaitingSeconds int64      `json:"waiting_seconds"`
 	Roles          []Role     `json:"roles"`
 	Providers      *Providers `json:"providers,omitempty"`
+	// Capabilities the run grants its plugins, and the capabilities its env
+	// plugin declares (policies/capabilities.rego).
+	Capabilities       *Capabilities `json:"capabilities,omitempty"`
+	PluginCapabilities []string      `json:"plugin_capabilities,omitempty"`
+}
+
+// Capabilities are a run's grants.
+type Capabilities struct {
+	HTTP     []string `json:"http"`
+	HTTPRate float64  `json:"http_rate"`
 }
 
 // Role is one role's per-instance request.
@@ -49,6 +60,15 @@ type Providers struct {
 // Cluster is the fleet summary.
 type Cluster struct {
 	Nodes []Node `json:"nodes"`
+	// Endpoints are the cluster's inference endpoints (who serves them).
+	Endpoints []Endpoint `json:"endpoints,omitempty"`
+}
+
+// Endpoint is an inference endpoint as policies see it.
+type Endpoint struct {
+	Name  string   `json:"name"`
+	Nodes []string `json:"nodes"`
+	GPUs  int      `json:"gpus"`
 }
 
 // Node is one node's capacity and what is in use.
@@ -109,6 +129,18 @@ func WorkInput(id string, s workspec.Spec, waitingSeconds int64) Work {
 		w.Providers = &Providers{Prefer: s.Providers.Prefer, Avoid: s.Providers.Avoid}
 	}
 	return w
+}
+
+// EndpointsInput is the policies' view of a cluster's inference endpoints.
+func EndpointsInput(eps []inference.Endpoint) []Endpoint {
+	if len(eps) == 0 {
+		return nil
+	}
+	out := make([]Endpoint, len(eps))
+	for i, e := range eps {
+		out[i] = Endpoint{Name: e.Name, Nodes: e.Nodes, GPUs: e.GPUs}
+	}
+	return out
 }
 
 // ClusterInput summarises the scheduler's node view. Nodes that are not

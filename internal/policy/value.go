@@ -93,6 +93,15 @@ func (w *Work) value() ast.Object {
 		}
 		items = append(items, [2]*ast.Term{key("providers"), ast.ObjectTerm(po...)})
 	}
+	if c := w.Capabilities; c != nil {
+		items = append(items, [2]*ast.Term{key("capabilities"), ast.ObjectTerm(
+			[2]*ast.Term{key("http"), stringsOrNull(c.HTTP)},
+			[2]*ast.Term{key("http_rate"), floatTerm(c.HTTPRate)},
+		)})
+	}
+	if len(w.PluginCapabilities) > 0 {
+		items = append(items, [2]*ast.Term{key("plugin_capabilities"), stringsTerm(w.PluginCapabilities)})
+	}
 	return ast.NewObject(items...)
 }
 
@@ -100,10 +109,30 @@ func (w *Work) value() ast.Object {
 // aggregated here, once per fleet state, so that the admission rules read a
 // few numbers instead of scanning every node and GPU on each decision.
 func clusterValue(c Cluster) *ast.Term {
-	return ast.ObjectTerm(
-		[2]*ast.Term{key("nodes"), nodesTerm(c.Nodes)},
-		[2]*ast.Term{key("summary"), summaryTerm(c.Nodes)},
-	)
+	items := [][2]*ast.Term{
+		{key("nodes"), nodesTerm(c.Nodes)},
+		{key("summary"), summaryTerm(c.Nodes)},
+	}
+	if len(c.Endpoints) > 0 {
+		eps := make([]*ast.Term, len(c.Endpoints))
+		for i, e := range c.Endpoints {
+			eps[i] = ast.ObjectTerm(
+				[2]*ast.Term{key("name"), ast.StringTerm(e.Name)},
+				[2]*ast.Term{key("nodes"), stringsOrNull(e.Nodes)},
+				[2]*ast.Term{key("gpus"), intTerm(e.GPUs)},
+			)
+		}
+		items = append(items, [2]*ast.Term{key("endpoints"), ast.ArrayTerm(eps...)})
+	}
+	return ast.ObjectTerm(items...)
+}
+
+// stringsOrNull is stringsTerm, with null for a nil slice (as JSON).
+func stringsOrNull(xs []string) *ast.Term {
+	if xs == nil {
+		return ast.NullTerm()
+	}
+	return stringsTerm(xs)
 }
 
 // summaryTerm is input.cluster.summary:
