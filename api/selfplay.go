@@ -19,6 +19,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/selfplay/elo"
+	"github.com/trainyard/trainyard/internal/selfplay/schedule"
 	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows"
 	"github.com/trainyard/trainyard/workflows/cluster"
@@ -117,6 +118,7 @@ type selfplayIDInput struct {
 const velocityWindow = 7 * 24 * time.Hour
 
 func (s *Server) registerSelfplay() {
+	s.registerSelfplaySchedules()
 	start := op(http.MethodPost, "/v1/selfplay", "start-selfplay",
 		"Start a self-play loop for a game config on a cluster: self-play → quality gate → NPZ export → training → gauntlet → Elo and promotion, generation after generation",
 		auth.Operator, "selfplay")
@@ -157,10 +159,11 @@ func (s *Server) registerSelfplay() {
 		loopID := id + "/" + uuid.NewString()[:8]
 		_, err = s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 			ID: id, TaskQueue: workflows.ControlTaskQueue,
-			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-			TypedSearchAttributes:    temporal.NewSearchAttributes(pluginrun.SearchAttribute.ValueSet([]string{rec.ID})),
-			Memo:                     map[string]any{"cluster": b.Cluster, "config": b.Config},
+			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+			WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+			WorkflowExecutionErrorWhenAlreadyStarted: true,
+			TypedSearchAttributes:                    temporal.NewSearchAttributes(pluginrun.SearchAttribute.ValueSet([]string{rec.ID})),
+			Memo:                                     map[string]any{"cluster": b.Cluster, "config": b.Config},
 		}, selfplay.Name, selfplay.Input{LoopID: loopID, Cluster: b.Cluster, Config: b.Config, GamePlugin: rec.ID, Settings: b.Settings})
 		if err != nil {
 			if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
@@ -391,4 +394,151 @@ func hasModel(es []LeaderboardEntry, model string) bool {
 		}
 	}
 	return false
+}
+
+// ScheduleConfig is one config a scheduler may give slices to.
+type ScheduleConfig struct {
+	Config    string  `json:"config" minLength:"1" example:"hex8_2p"`
+	Game      string  `json:"game,omitempty" doc:"Game plugin; default kinrow-<config>."`
+	Weight    float64 `json:"weight,omitempty" minimum:"0" doc:"Curriculum weight (default 1)."`
+	Quota     float64 `json:"quota,omitempty" minimum:"0" maximum:"1" doc:"Share of all slices (0: no quota)."`
+	TargetElo float64 `json:"target_elo,omitempty" minimum:"0" doc:"The config is done once its best model reaches this rating."`
+}
+
+// SelfplayScheduleStart starts a cluster's self-play scheduler.
+type SelfplayScheduleStart struct {
+	Cluster          string            `json:"cluster" minLength:"1"`
+	Configs          []ScheduleConfig  `json:"configs" minItems:"1"`
+	Settings         selfplay.Settings `json:"settings,omitempty" doc:"Every loop's settings (generations is per slice: slice_generations)."`
+	Slots            int               `json:"slots,omitempty" minimum:"0" doc:"Loops at once (default 1)."`
+	SliceGenerations int               `json:"slice_generations,omitempty" minimum:"0" doc:"Generations per slice (default 2)."`
+	MaxSlices        int               `json:"max_slices,omitempty" minimum:"0" doc:"Stop after this many slices (0: until every target is met or stopped)."`
+	Options          schedule.Tuning   `json:"options,omitempty"`
+}
+
+// SelfplaySchedule is a scheduler's state.
+type SelfplaySchedule struct {
+	Cluster string                  `json:"cluster"`
+	Status  string                  `json:"status"`
+	State   selfplay.SchedulerState `json:"state"`
+	Error   string                  `json:"error,omitempty"`
+}
+
+type scheduleOutput struct{ Body SelfplaySchedule }
+
+type scheduleClusterInput struct {
+	Cluster string `path:"cluster"`
+}
+
+func (s *Server) registerSelfplaySchedules() {
+	start := op(http.MethodPost, "/v1/selfplay-schedules", "start-selfplay-schedule",
+		"Start a cluster's self-play scheduler: slices of generations go to the config with the highest priority (curriculum weight × Elo velocity, starvation boost after 4 h, quality gating, quotas) until every Elo target is met",
+		auth.Operator, "selfplay")
+	start.DefaultStatus = http.StatusCreated
+	huma.Register(s.API, start, func(ctx context.Context, in *struct{ Body SelfplayScheduleStart }) (*scheduleOutput, error) {
+		b := in.Body
+		set := b.Settings
+		set.Generations = 0
+		if err := set.WithDefaults().Validate(); err != nil {
+			var fe *selfplay.FieldError
+			if errors.As(err, &fe) {
+				return nil, huma.Error422UnprocessableEntity("invalid self-play settings", &huma.ErrorDetail{Location: "body.settings." + fe.Field, Message: fe.Reason})
+			}
+			return nil, huma.Error422UnprocessableEntity("invalid self-play settings", err)
+		}
+		var cfgs []selfplay.ScheduledConfig
+		seen := map[string]bool{}
+		var ids []string
+		for i, c := range b.Configs {
+			loc := fmt.Sprintf("body.configs[%d]", i)
+			if seen[c.Config] || strings.ContainsAny(c.Config, "/ ") {
+				return nil, huma.Error422UnprocessableEntity("invalid schedule", &huma.ErrorDetail{Location: loc + ".config", Message: "configs must be distinct and contain no '/' or spaces", Value: c.Config})
+			}
+			seen[c.Config] = true
+			ref := c.Game
+			if ref == "" {
+				ref = "kinrow-" + c.Config
+			}
+			rec, err := s.runPlugin(ctx, loc+".game", ref, plugins.KindGame)
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, rec.ID)
+			cfgs = append(cfgs, selfplay.ScheduledConfig{Config: c.Config, GamePlugin: rec.ID, Weight: c.Weight, Quota: c.Quota, TargetElo: c.TargetElo})
+		}
+		st, err := s.clusterStatus(ctx, b.Cluster)
+		if err != nil {
+			return nil, err
+		}
+		id := selfplay.SchedulerID(b.Cluster)
+		if err := s.admitJob(ctx, id, st, cluster.JobSpec(id, set.WithDefaults().CPUs, set.GPUs, set.WithDefaults().MemoryMB)); err != nil {
+			return nil, err
+		}
+		_, err = s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: id, TaskQueue: workflows.ControlTaskQueue,
+			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+			WorkflowExecutionErrorWhenAlreadyStarted: true,
+			TypedSearchAttributes:                    temporal.NewSearchAttributes(pluginrun.SearchAttribute.ValueSet(ids)),
+			Memo:                                     map[string]any{"cluster": b.Cluster},
+		}, selfplay.SchedulerName, selfplay.SchedulerInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Slots: b.Slots,
+			SliceGenerations: b.SliceGenerations, MaxSlices: b.MaxSlices, Options: b.Options})
+		if err != nil {
+			if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+				return nil, huma.Error409Conflict("cluster " + b.Cluster + " already has a self-play scheduler; stop it first")
+			}
+			return nil, temporalErr("start self-play scheduler", err)
+		}
+		sc, err := s.getSchedule(ctx, b.Cluster)
+		if err != nil {
+			return nil, err
+		}
+		return &scheduleOutput{Body: sc}, nil
+	})
+
+	huma.Register(s.API, op(http.MethodGet, "/v1/selfplay-schedules/{cluster}", "get-selfplay-schedule",
+		"A scheduler's configs with their priority and why, the slices run and each config's velocity, quality and best rating", auth.Viewer, "selfplay"),
+		func(ctx context.Context, in *scheduleClusterInput) (*scheduleOutput, error) {
+			sc, err := s.getSchedule(ctx, in.Cluster)
+			if err != nil {
+				return nil, err
+			}
+			return &scheduleOutput{Body: sc}, nil
+		})
+
+	stop := op(http.MethodPost, "/v1/selfplay-schedules/{cluster}/stop", "stop-selfplay-schedule",
+		"Stop a scheduler: its running loops stop after their generation in flight", auth.Operator, "selfplay")
+	stop.DefaultStatus = http.StatusAccepted
+	huma.Register(s.API, stop, func(ctx context.Context, in *scheduleClusterInput) (*scheduleOutput, error) {
+		if err := s.d.Temporal.SignalWorkflow(ctx, selfplay.SchedulerID(in.Cluster), "", selfplay.SignalStop, nil); err != nil {
+			return nil, temporalErr("self-play scheduler of "+in.Cluster, err)
+		}
+		sc, err := s.getSchedule(ctx, in.Cluster)
+		if err != nil {
+			return nil, err
+		}
+		return &scheduleOutput{Body: sc}, nil
+	})
+}
+
+func (s *Server) getSchedule(ctx context.Context, clusterName string) (SelfplaySchedule, error) {
+	sc := SelfplaySchedule{Cluster: clusterName}
+	id := selfplay.SchedulerID(clusterName)
+	desc, err := s.d.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return sc, temporalErr("self-play scheduler of "+clusterName, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	sc.Status = statusName(info.GetStatus())
+	v, err := s.d.Temporal.QueryWorkflow(ctx, id, info.GetExecution().GetRunId(), selfplay.QueryState)
+	if err == nil {
+		_ = v.Get(&sc.State)
+	} else if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return sc, temporalErr("self-play scheduler of "+clusterName, err)
+	}
+	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if err := s.d.Temporal.GetWorkflow(ctx, id, "").Get(ctx, &sc.State); err != nil {
+			sc.Error = err.Error()
+		}
+	}
+	return sc, nil
 }

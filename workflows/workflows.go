@@ -51,6 +51,7 @@ func Register(w worker.Registry, d Deps) {
 	w.RegisterActivity(&job.Activities{Client: d.Client})
 	w.RegisterWorkflowWithOptions(train.Workflow, workflow.RegisterOptions{Name: train.Name})
 	w.RegisterWorkflowWithOptions(selfplay.Workflow, workflow.RegisterOptions{Name: selfplay.Name})
+	w.RegisterWorkflowWithOptions(selfplay.Scheduler, workflow.RegisterOptions{Name: selfplay.SchedulerName})
 	w.RegisterActivity(&selfplay.Activities{Store: d.Store})
 	w.RegisterWorkflowWithOptions(sweep.Workflow, workflow.RegisterOptions{Name: sweep.Name})
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -180,8 +181,128 @@ func newSelfplayCmd() *cobra.Command {
 	board.Flags().StringVar(&config, "config", "", "only this config")
 	board.Flags().BoolVar(&history, "history", false, "also print the match history")
 
-	cmd.AddCommand(start, ls, show, stop, board)
+	cmd.AddCommand(start, ls, show, stop, board, newScheduleCmd(cf))
 	return cmd
+}
+
+// newScheduleCmd: `trainyard selfplay schedule start|show|stop`.
+func newScheduleCmd(cf *clientFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "schedule", Short: "A cluster's self-play scheduler: slices of generations to the config with the highest priority"}
+	var req api.SelfplayScheduleStart
+	var configs []string
+	var sync time.Duration
+	start := &cobra.Command{
+		Use:   "start --cluster NAME --config CONFIG[:WEIGHT[:QUOTA[:TARGET_ELO]]]... [flags]",
+		Short: "Start the scheduler: priority by curriculum weight × Elo velocity, starvation boost after 4h, quality gating, quotas",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, c := range configs {
+				sc, err := parseScheduleConfig(c)
+				if err != nil {
+					return err
+				}
+				req.Configs = append(req.Configs, sc)
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			req.Settings.SyncInterval = sync
+			var sc api.SelfplaySchedule
+			if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/selfplay-schedules", req, &sc); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, sc, func(w *tabwriter.Writer) { scheduleTable(w, sc) })
+		},
+	}
+	f := start.Flags()
+	f.StringVar(&req.Cluster, "cluster", "", "cluster to run on (required)")
+	f.StringArrayVar(&configs, "config", nil, "a config, optionally with curriculum weight, quota share and Elo target: hex8_2p:2:0.25:1600 (repeatable)")
+	f.IntVar(&req.Slots, "slots", 0, "loops at once (default 1)")
+	f.IntVar(&req.SliceGenerations, "slice-generations", 0, "generations per slice (default 2)")
+	f.IntVar(&req.MaxSlices, "max-slices", 0, "stop after this many slices (0: until every target is met)")
+	f.IntVar(&req.Settings.GamesPerGeneration, "games", 0, "self-play games per generation (default 1000)")
+	f.IntVar(&req.Settings.Simulations, "simulations", 0, "MCTS simulations per move (default 64)")
+	f.IntVar(&req.Settings.EvalGames, "eval-games", 0, "gauntlet games per opponent (default 40)")
+	f.IntVar(&req.Settings.Quality.MinGames, "min-games", 0, "minimum games the quality gate needs (default 1000)")
+	f.DurationVar(&sync, "sync-interval", 0, "how often a node uploads finished games (default 5s)")
+	_ = start.MarkFlagRequired("cluster")
+	_ = start.MarkFlagRequired("config")
+
+	show := &cobra.Command{
+		Use: "show CLUSTER", Short: "Configs with priority and why, and the slices run", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var sc api.SelfplaySchedule
+			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/selfplay-schedules/"+url.PathEscape(args[0]), nil, &sc); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, sc, func(w *tabwriter.Writer) { scheduleTable(w, sc) })
+		},
+	}
+	stop := &cobra.Command{
+		Use: "stop CLUSTER", Short: "Stop the scheduler; its loops stop after their generation in flight", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var sc api.SelfplaySchedule
+			if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/selfplay-schedules/"+url.PathEscape(args[0])+"/stop", nil, &sc); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, sc, func(w *tabwriter.Writer) { scheduleTable(w, sc) })
+		},
+	}
+	cmd.AddCommand(start, show, stop)
+	return cmd
+}
+
+// parseScheduleConfig reads CONFIG[:WEIGHT[:QUOTA[:TARGET_ELO]]].
+func parseScheduleConfig(s string) (api.ScheduleConfig, error) {
+	parts := strings.Split(s, ":")
+	sc := api.ScheduleConfig{Config: parts[0]}
+	if sc.Config == "" || len(parts) > 4 {
+		return sc, fmt.Errorf("--config %q: want CONFIG[:WEIGHT[:QUOTA[:TARGET_ELO]]]", s)
+	}
+	for i, dst := range []*float64{&sc.Weight, &sc.Quota, &sc.TargetElo} {
+		if i+1 >= len(parts) || parts[i+1] == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(parts[i+1], 64)
+		if err != nil {
+			return sc, fmt.Errorf("--config %q: %q is not a number", s, parts[i+1])
+		}
+		*dst = v
+	}
+	return sc, nil
+}
+
+func scheduleTable(w *tabwriter.Writer, sc api.SelfplaySchedule) {
+	st := sc.State
+	fmt.Fprintf(w, "cluster\t%s\nstatus\t%s\nphase\t%s\nslices\t%d\n", sc.Cluster, sc.Status, st.Phase, st.Slices)
+	if sc.Error != "" {
+		fmt.Fprintf(w, "error\t%s\n", sc.Error)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "CONFIG\tPRIORITY\tWHY\tSLICES\tVELOCITY\tQUALITY\tBEST ELO\tTARGET")
+	for _, r := range st.Ranking {
+		for _, c := range st.Configs {
+			if c.Config == r.Config {
+				fmt.Fprintf(w, "%s\t%.2f\t%s\t%d\t%.1f\t%.2f\t%.0f\t%.0f\n", c.Config, r.Priority, r.Why, c.Slices, c.Velocity, c.Quality, c.BestElo, c.TargetElo)
+			}
+		}
+	}
+	if len(st.History) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "STARTED\tCONFIG\tPRIORITY\tRESULT")
+		for _, h := range st.History {
+			fmt.Fprintf(w, "%s\t%s\t%.2f\t%s\n", h.Started.Local().Format(time.DateTime), h.Config, h.Priority, h.Result)
+		}
+	}
 }
 
 // loopPath turns CLUSTER/CONFIG into the loop's API path.

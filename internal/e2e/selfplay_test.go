@@ -119,8 +119,8 @@ func TestSelfplayLoop(t *testing.T) {
 	})
 
 	start := time.Now()
-	body := fmt.Sprintf(`{"cluster":"lab","config":"square8_2p","settings":{"generations":3,"games_per_generation":48,"simulations":24,
-		"eval_games":%d,"sync_interval":1000000000,"seed":7,"quality":{"min_games":48}}}`, evalGames)
+	body := fmt.Sprintf(`{"cluster":"lab","config":"square8_2p","settings":{"generations":3,"games_per_generation":300,"simulations":32,
+		"eval_games":%d,"sync_interval":1000000000,"seed":7,"quality":{"min_games":300}}}`, evalGames)
 	var sp api.Selfplay
 	if code, _, raw := dev.call("POST", "/v1/selfplay", dev.admin, body, &sp); code != http.StatusCreated {
 		t.Fatalf("start loop: %d %s", code, raw)
@@ -139,12 +139,12 @@ func TestSelfplayLoop(t *testing.T) {
 	for _, g := range sp.State.Generations {
 		t.Logf("generation %d: %s, %d games by %s, quality %.2f (%d clean, %d decisive), %d positions, candidate %s (loss %.3f), Elo %.0f, gauntlet %+v",
 			g.N, g.State, g.Games, g.Players, g.Quality.Score, g.Quality.Clean, g.Quality.Decisive, g.Positions, g.Model, g.TrainLoss, g.Elo, g.Gauntlet)
-		if g.State == "rejected" || g.Games != 48 || !g.Quality.Passed || g.Dataset == "" || g.Model == "" || len(g.Gauntlet) < 2 {
+		if g.State == "rejected" || g.Games != 300 || !g.Quality.Passed || g.Dataset == "" || g.Model == "" || len(g.Gauntlet) < 2 {
 			t.Fatalf("generation %d did not go through the whole pipeline: %+v", g.N, g)
 		}
 		checkExport(t, dev, s3, g.Dataset, g.Positions)
 	}
-	if sp.State.Best == "" || sp.State.Generations[0].Players != "mcts-rollouts" || !strings.HasPrefix(sp.State.Generations[2].Players, "mcts:") {
+	if sp.State.Best == "" || sp.State.Generations[0].Players != "heuristic" || !strings.HasPrefix(sp.State.Generations[2].Players, "mcts:") {
 		t.Fatalf("best %q, players %q then %q: later generations must play with the best model", sp.State.Best, sp.State.Generations[0].Players, sp.State.Generations[2].Players)
 	}
 
@@ -207,7 +207,7 @@ func TestSelfplayKillEphemeralAgent(t *testing.T) {
 	dev, dir := selfplayDev(t)
 	s3 := s3Client(t, dev, "")
 	const interval = time.Second
-	body := `{"cluster":"lab","config":"square8_2p","settings":{"generations":1,"games_per_generation":100000,"simulations":48,
+	body := `{"cluster":"lab","config":"square8_2p","settings":{"generations":1,"games_per_generation":100000,"simulations":48,"bootstrap":"rollouts",
 		"sync_interval":1000000000,"seed":11,"quality":{"min_games":48}}}`
 	if code, _, raw := dev.call("POST", "/v1/selfplay", dev.admin, body, nil); code != http.StatusCreated {
 		t.Fatalf("start loop: %d %s", code, raw)
@@ -481,4 +481,64 @@ print(json.dumps({"arrays": {k: [z[k].dtype.str, list(z[k].shape)] for k in z.fi
 			t.Fatalf("%s: value %v outside {-1, 0, 1}", key, v)
 		}
 	}
+}
+
+// TestSelfplayScheduler: a cluster's scheduler gives slices of one
+// generation to two configs by priority: both run once first (never-run
+// boost), then the third slice goes to the one ranked highest; each
+// config's loop continues its own state (best model, generations) from its
+// previous slice.
+func TestSelfplayScheduler(t *testing.T) {
+	dev, _ := selfplayDev(t)
+	wasm := plugintest.BuildGo(t, "./plugins/examples/kinrow/hex8_2p")
+	if code, raw := upload(t, dev, dev.admin, wasm, nil); code != http.StatusCreated {
+		t.Fatalf("upload hex8_2p: %d %s", code, raw)
+	}
+	out := cli(t, dev, "selfplay", "schedule", "start", "--cluster", "lab", "--config", "square8_2p:1", "--config", "hex8_2p:2",
+		"--slice-generations", "1", "--max-slices", "3", "--games", "24", "--min-games", "24", "--simulations", "16", "--eval-games", "10", "--sync-interval", "1s")
+	if !strings.Contains(out, "running") {
+		t.Fatalf("schedule start: %s", out)
+	}
+	var sc api.SelfplaySchedule
+	deadline := time.Now().Add(6 * time.Minute)
+	for {
+		if code, _, raw := dev.call("GET", "/v1/selfplay-schedules/lab", dev.admin, nil, &sc); code != 200 {
+			t.Fatalf("get schedule: %d %s", code, raw)
+		}
+		if sc.Status != "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("scheduler still running after 6m: %+v", sc.State)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	st := sc.State
+	for _, h := range st.History {
+		t.Logf("slice %s: priority %.2f (%s) → %s", h.Config, h.Priority, h.Why, h.Result)
+	}
+	if sc.Status != "completed" || st.Phase != "done" || st.Slices != 3 || len(st.History) != 3 {
+		t.Fatalf("scheduler: status %s phase %s, %d slices: %s", sc.Status, st.Phase, st.Slices, sc.Error)
+	}
+	// hex8_2p has the larger curriculum weight: first among the never-run.
+	if st.History[0].Config != "hex8_2p" || st.History[1].Config != "square8_2p" || !strings.Contains(st.History[0].Why, "never run") {
+		t.Fatalf("first slices went to %s (%s) then %s", st.History[0].Config, st.History[0].Why, st.History[1].Config)
+	}
+	third := st.History[2]
+	if third.Priority <= 0 {
+		t.Fatalf("third slice had priority %v", third.Priority)
+	}
+	for _, c := range st.Configs {
+		if c.Slices == 0 || !c.QualityKnown || c.Disabled != "" {
+			t.Fatalf("config %+v", c)
+		}
+	}
+	// The config that got two slices continued its loop: generation 2.
+	if loop := st.Loops[third.Config]; loop == nil || loop.Generation != 2 || loop.Generations[0].N != 1 || loop.Generations[1].N != 2 {
+		t.Fatalf("loop of %s after its second slice: %+v", third.Config, loop)
+	}
+	if out := cli(t, dev, "selfplay", "schedule", "show", "lab"); !strings.Contains(out, "hex8_2p") || !strings.Contains(out, "done") {
+		t.Fatalf("schedule show: %s", out)
+	}
+	recordHistory(t, dev, "selfplay-scheduler/lab", "history-scheduler.json")
 }

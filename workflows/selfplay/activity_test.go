@@ -16,6 +16,7 @@ import (
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/selfplay/elo"
+	"github.com/trainyard/trainyard/internal/selfplay/model"
 	"github.com/trainyard/trainyard/internal/selfplay/npz"
 	"github.com/trainyard/trainyard/internal/selfplay/quality"
 	"github.com/trainyard/trainyard/plugins"
@@ -98,6 +99,58 @@ func TestActivities(t *testing.T) {
 	e := newEnv(t)
 	t.Run("batch syncs and resumes", func(t *testing.T) { testBatchSyncsAndResumes(t, e) })
 	t.Run("gauntlet baselines", func(t *testing.T) { testGauntletBaselines(t, e) })
+	t.Run("train and evaluate", func(t *testing.T) { testTrain(t, e) })
+}
+
+// testTrain trains a candidate on the export of the batch test, then a
+// second from the first (the next generation), and plays the second
+// against random with MCTS guided by it.
+func testTrain(t *testing.T, e *env) {
+	loop := "selfplay/lab/square8_2p/test0001"
+	ds := DatasetKey(loop, 1)
+	var ts testsuite.WorkflowTestSuite
+	ae := ts.NewTestActivityEnvironment()
+	ae.RegisterActivity(e.agent)
+	train := func(gen int, from string) TrainResult {
+		v, err := ae.ExecuteActivity(e.agent.SelfplayTrain, TrainInput{LoopID: loop, Config: "square8_2p", GamePlugin: e.game, Generation: gen,
+			Model: ModelName(loop, gen), Datasets: []string{ds}, FromKey: from, Epochs: 2, Seed: 1})
+		if err != nil {
+			t.Fatalf("train generation %d: %v", gen, err)
+		}
+		var r TrainResult
+		if err := v.Get(&r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	g1 := train(1, "")
+	g2 := train(2, g1.Key)
+	if g1.Model != "gen1-test0001" || g2.Key != ModelKey(loop, 2) || g2.Loss <= 0 {
+		t.Fatalf("trained %+v then %+v", g1, g2)
+	}
+	raw, err := get(context.Background(), e.agent.Store, g2.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Unmarshal(raw)
+	if err != nil || m.Name != g2.Model {
+		t.Fatalf("model in S3: %v, name %q", err, m.Name)
+	}
+	const games = 10
+	v, err := ae.ExecuteActivity(e.agent.SelfplayGauntlet, GauntletInput{LoopID: loop, Config: "square8_2p", GamePlugin: e.game,
+		Candidate: Opponent{Name: g2.Model, Key: g2.Key}, Opponents: []Opponent{{Name: elo.Random}}, Games: games, Simulations: 16, Parallel: 2, Seed: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res GauntletResult
+	if err := v.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	r := res.Results[0]
+	t.Logf("%s (loss %.3f) vs random: %d-%d-%d", g2.Model, g2.Loss, r.Wins, r.Draws, r.Losses)
+	if r.Wins+r.Draws+r.Losses != games {
+		t.Fatalf("gauntlet counted %d games, played %d", r.Wins+r.Draws+r.Losses, games)
+	}
 }
 
 // testBatchSyncsAndResumes: a batch uploads its games in sync batches and

@@ -99,7 +99,11 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 	}
 	defer mod.Close(context.WithoutCancel(ctx))
 	meta := mod.Metadata()
-	seat, err := a.player(ctx, meta, Opponent{Name: "self", Key: in.ModelKey}, in.Simulations, true)
+	self := Opponent{Name: "self", Key: in.ModelKey}
+	if in.ModelKey == "" && in.Players == "heuristic" {
+		self.Name = elo.Heuristic
+	}
+	seat, err := a.player(ctx, meta, self, in.Simulations, true)
 	if err != nil {
 		return prog, err
 	}
@@ -224,7 +228,7 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 // player builds the engine player for an opponent: the baselines by name,
 // else MCTS guided by the model at Key (random rollouts without one).
 // Self-play explores (root noise, early moves sampled); evaluation plays
-// its best moves.
+// its best moves after two sampled ones.
 func (a *AgentActivities) player(ctx context.Context, meta plugins.Metadata, o Opponent, sims int, explore bool) (engine.Player, error) {
 	switch o.Name {
 	case elo.Random:
@@ -234,7 +238,11 @@ func (a *AgentActivities) player(ctx context.Context, meta plugins.Metadata, o O
 	}
 	m := &engine.MCTS{Simulations: sims, Native: isKinrow(meta)}
 	if explore {
-		m.DirichletAlpha, m.TempMoves = 0.3, max(2, meta.Action.N/8)
+		m.DirichletAlpha, m.TempMoves = 0.3, max(2, meta.Action.N/10)
+	} else {
+		// Evaluation samples only its first two moves: without that, two
+		// deterministic searches replay the same two games over and over.
+		m.TempMoves = 2
 	}
 	if o.Key == "" {
 		return m, nil

@@ -14,8 +14,10 @@ type PlayInput struct {
 	Generation int    `json:"generation"`
 	Attempt    int    `json:"attempt"`
 	Games      int    `json:"games"`
-	// ModelKey is the best model guiding MCTS; empty: random rollouts.
+	// ModelKey is the best model guiding MCTS; empty: Players says who
+	// plays ("heuristic" or "mcts-rollouts").
 	ModelKey     string        `json:"model_key,omitempty"`
+	Players      string        `json:"players,omitempty"`
 	Simulations  int           `json:"simulations"`
 	MaxMoves     int           `json:"max_moves,omitempty"`
 	Parallel     int           `json:"parallel"`

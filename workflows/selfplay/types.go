@@ -46,8 +46,9 @@ type Settings struct {
 	SyncInterval       time.Duration  `json:"sync_interval,omitempty" doc:"How often a node uploads finished games, in ns (default 5s)." minimum:"0"`
 	Parallel           int            `json:"parallel,omitempty" doc:"Games a node plays at once (default: the CPUs requested)." minimum:"0"`
 	Quality            quality.Config `json:"quality,omitempty"`
+	Bootstrap          string         `json:"bootstrap,omitempty" enum:"heuristic,rollouts" doc:"Who plays before a model exists: the heuristic player (default) or MCTS with random rollouts."`
 	TrainWindow        int            `json:"train_window,omitempty" doc:"Train on the exports of this many recent generations (default 3)." minimum:"0"`
-	TrainEpochs        int            `json:"train_epochs,omitempty" doc:"Passes over the training window (default 4)." minimum:"0"`
+	TrainEpochs        int            `json:"train_epochs,omitempty" doc:"Passes over the training window (default 10)." minimum:"0"`
 	PromoteScore       float64        `json:"promote_score,omitempty" doc:"Score against the current best a candidate needs to be promoted (default 0.55)." minimum:"0" maximum:"1"`
 	ContinueEvery      int            `json:"continue_every,omitempty" doc:"Generations per workflow run before continue-as-new (default 5)." minimum:"0"`
 	CPUs               float64        `json:"cpus,omitempty" doc:"CPUs a generation asks of its node (default 1)." minimum:"0"`
@@ -64,10 +65,13 @@ func (s Settings) WithDefaults() Settings {
 		}
 	}
 	def(&s.GamesPerGeneration, 1000)
+	if s.Bootstrap == "" {
+		s.Bootstrap = "heuristic"
+	}
 	def(&s.Simulations, 64)
 	def(&s.EvalGames, 40)
 	def(&s.TrainWindow, 3)
-	def(&s.TrainEpochs, 4)
+	def(&s.TrainEpochs, 10)
 	def(&s.ContinueEvery, 5)
 	if s.SyncInterval == 0 {
 		s.SyncInterval = 5 * time.Second
@@ -106,6 +110,8 @@ func (s Settings) Validate() error {
 		return &FieldError{"sync_interval", "must be at least 100ms"}
 	case s.PromoteScore > 1 || s.PromoteScore < 0:
 		return &FieldError{"promote_score", "must be in [0,1]"}
+	case s.Bootstrap != "heuristic" && s.Bootstrap != "rollouts":
+		return &FieldError{"bootstrap", "must be heuristic or rollouts"}
 	case s.Simulations > 100000:
 		return &FieldError{"simulations", "at most 100000"}
 	}
@@ -144,8 +150,8 @@ type Generation struct {
 	Started time.Time  `json:"started"`
 	Ended   *time.Time `json:"ended,omitempty"`
 	Node    string     `json:"node,omitempty"`
-	// Players: who played the self-play games ("mcts-rollouts" before a
-	// model exists, else "mcts:<model>").
+	// Players: who played the self-play games ("heuristic" or
+	// "mcts-rollouts" before a model exists, else "mcts:<model>").
 	Players   string          `json:"players"`
 	Games     int             `json:"games"`
 	Attempts  int             `json:"attempts" doc:"Self-play activities run; more than one after a node was lost."`

@@ -87,6 +87,9 @@ func (l *loop) generation(ctx workflow.Context) error {
 	st.Generation++
 	n := st.Generation
 	players := "mcts-rollouts"
+	if set.Bootstrap == "heuristic" {
+		players = "heuristic"
+	}
 	if st.Best != "" {
 		players = "mcts:" + st.Best
 	}
@@ -114,7 +117,7 @@ func (l *loop) generation(ctx workflow.Context) error {
 		actx := workflow.WithActivityOptions(ctx, l.nodeOptions(max(10*time.Second, 4*set.SyncInterval)))
 		err := workflow.ExecuteActivity(actx, (*AgentActivities).SelfplayBatch, PlayInput{
 			LoopID: l.in.LoopID, Config: l.in.Config, GamePlugin: l.in.GamePlugin, Generation: n, Attempt: g.Attempts,
-			Games: set.GamesPerGeneration, ModelKey: st.BestKey, Simulations: set.Simulations, MaxMoves: set.MaxMoves,
+			Games: set.GamesPerGeneration, ModelKey: st.BestKey, Players: players, Simulations: set.Simulations, MaxMoves: set.MaxMoves,
 			Parallel: set.Parallel, SyncInterval: set.SyncInterval, Seed: seed,
 		}).Get(ctx, &prog)
 		if g.Attempts > 1 && (err == nil || prog.Resumed > 0) {

@@ -91,7 +91,7 @@ type ConfigRatings struct {
 
 // Table is every config's ratings.
 type Table struct {
-	K       float64            `json:"k"`
+	K       float64                   `json:"k"`
 	Configs map[string]*ConfigRatings `json:"configs"`
 }
 

@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// Options tune the priority; zero fields take the defaults.
-type Options struct {
+// Tuning tune the priority; zero fields take the defaults.
+type Tuning struct {
 	// VelocityScale is the Elo/day that doubles a config's priority
 	// (default 10: the seed's target is > 5 Elo/day).
 	VelocityScale float64 `json:"velocity_scale,omitempty"`
@@ -31,7 +31,7 @@ type Options struct {
 	OverQuotaPenalty float64 `json:"over_quota_penalty,omitempty"`
 }
 
-func (o Options) withDefaults() Options {
+func (o Tuning) withDefaults() Tuning {
 	def := func(v *float64, d float64) {
 		if *v == 0 {
 			*v = d
@@ -48,8 +48,8 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Config is what the scheduler knows of one config.
-type Config struct {
+// ConfigStat is what the scheduler knows of one config.
+type ConfigStat struct {
 	Config string `json:"config"`
 	// Weight is the curriculum weight (default 1).
 	Weight float64 `json:"weight,omitempty"`
@@ -67,6 +67,9 @@ type Config struct {
 	Quality      float64   `json:"quality,omitempty" doc:"Quality score of the last self-play batch."`
 	QualityKnown bool      `json:"quality_known,omitempty"`
 	Running      bool      `json:"running,omitempty"`
+	// Disabled, when set, says why the config gets no more slices (its
+	// loop failed).
+	Disabled string `json:"disabled,omitempty"`
 }
 
 // Scored is a config's priority and why.
@@ -77,13 +80,13 @@ type Scored struct {
 }
 
 // Done reports whether a config met its Elo target.
-func (c Config) Done() bool { return c.TargetElo > 0 && c.BestElo >= c.TargetElo }
+func (c ConfigStat) Done() bool { return c.TargetElo > 0 && c.BestElo >= c.TargetElo }
 
 // Priority scores one config among all (for quota shares):
 // weight × (1 + max(0, velocity)/scale), ×3 when never run or starved for
 // 4 h, ×0.5 after a batch below the quality threshold, ×0.1 over quota.
-// Done and running configs score 0.
-func Priority(c Config, all []Config, now time.Time, o Options) Scored {
+// Done, running and disabled configs score 0.
+func Priority(c ConfigStat, all []ConfigStat, now time.Time, o Tuning) Scored {
 	o = o.withDefaults()
 	s := Scored{Config: c.Config}
 	switch {
@@ -92,6 +95,9 @@ func Priority(c Config, all []Config, now time.Time, o Options) Scored {
 		return s
 	case c.Running:
 		s.Why = "running"
+		return s
+	case c.Disabled != "":
+		s.Why = "disabled: " + c.Disabled
 		return s
 	}
 	w := c.Weight
@@ -130,7 +136,7 @@ func Priority(c Config, all []Config, now time.Time, o Options) Scored {
 }
 
 // Rank scores every config, highest priority first (ties by name).
-func Rank(all []Config, now time.Time, o Options) []Scored {
+func Rank(all []ConfigStat, now time.Time, o Tuning) []Scored {
 	out := make([]Scored, len(all))
 	for i, c := range all {
 		out[i] = Priority(c, all, now, o)
@@ -146,7 +152,7 @@ func Rank(all []Config, now time.Time, o Options) []Scored {
 
 // Pick is the config to run next, "" when every config is done or
 // running.
-func Pick(all []Config, now time.Time, o Options) string {
+func Pick(all []ConfigStat, now time.Time, o Tuning) string {
 	r := Rank(all, now, o)
 	if len(r) == 0 || r[0].Priority <= 0 {
 		return ""
