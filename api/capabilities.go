@@ -18,10 +18,15 @@ import (
 // plugin's metadata (http:<name>). The definitions travel with the run to
 // the agent, which resolves their credentials itself.
 func grantedEndpoints(spec training.Spec, st cluster.Status, env plugins.Metadata) ([]inference.Endpoint, error) {
+	declared := env.DeclaredEndpoints(plugins.CapHTTP)
 	if spec.Capabilities == nil || len(spec.Capabilities.HTTP) == 0 {
+		if len(declared) > 0 {
+			// It would be refused at load on the agent: say so now.
+			return nil, huma.Error422UnprocessableEntity("capabilities not granted", &huma.ErrorDetail{Location: "body.capabilities.http",
+				Message: fmt.Sprintf("env plugin %s calls inference endpoints %v: grant them with capabilities.http (endpoints of cluster %s)", env.Label(), declared, spec.Cluster)})
+		}
 		return nil, nil
 	}
-	declared := env.DeclaredEndpoints(plugins.CapHTTP)
 	var out []inference.Endpoint
 	var details []error
 	for i, name := range spec.Capabilities.HTTP {
