@@ -276,8 +276,9 @@ func (s *Server) registerClusters() {
 }
 
 // command signals a running cluster's workflow; 404 when there is none.
-// clusterStatus queries a cluster workflow's status.
-func (s *Server) clusterStatus(ctx context.Context, name string) (cluster.Status, error) {
+// queryClusterStatus queries a cluster workflow's status (clusterStatus
+// shares concurrent calls).
+func (s *Server) queryClusterStatus(ctx context.Context, name string) (cluster.Status, error) {
 	var st cluster.Status
 	v, err := s.d.Temporal.QueryWorkflow(ctx, cluster.WorkflowID(name), "", cluster.QueryStatus)
 	if err != nil {

@@ -198,5 +198,13 @@ func temporalErr(what string, err error) error {
 	if errors.As(err, &inv) {
 		return huma.Error422UnprocessableEntity(fmt.Sprintf("%s: %s", what, inv.Message))
 	}
+	// Too busy to answer in time (a burst of requests, each a workflow task
+	// or query): refuse cleanly and say when to come back, not a 5xx.
+	var busy *serviceerror.ResourceExhausted
+	var slow *serviceerror.DeadlineExceeded
+	if errors.As(err, &busy) || errors.As(err, &slow) || errors.Is(err, context.DeadlineExceeded) {
+		return huma.ErrorWithHeaders(huma.Error429TooManyRequests(fmt.Sprintf("%s: the control plane is busy (%v); retry shortly", what, err)),
+			http.Header{"Retry-After": {"5"}})
+	}
 	return huma.Error503ServiceUnavailable(fmt.Sprintf("%s: temporal: %v", what, err))
 }
