@@ -11,6 +11,6 @@ chaos:
 	@mkdir -p $(CACHE)
 	@echo "go test -count=1 -v ./internal/chaos/  (log: $(CACHE)/chaos.log)"
 	@$(GO) test -count=1 -v -timeout 30m ./internal/chaos/ > $(CACHE)/chaos.log 2>&1; rc=$$?; \
-	  grep -E '^(chaos\| |--- |ok |FAIL)' $(CACHE)/chaos.log | sed 's/^chaos| //'; \
-	  if [ $$rc -ne 0 ]; then echo "--- failures:"; grep -E '_test\.go:[0-9]+: ' $(CACHE)/chaos.log | tail -40; fi; \
+	  grep -aE '^(chaos\| |--- |ok |FAIL)' $(CACHE)/chaos.log | sed 's/^chaos| //'; \
+	  if [ $$rc -ne 0 ]; then echo "--- failures:"; grep -aE '_test\.go:[0-9]+: ' $(CACHE)/chaos.log | tail -40; fi; \
 	  exit $$rc

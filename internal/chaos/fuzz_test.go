@@ -211,6 +211,29 @@ func oversized(ct string, n int) []byte {
 func TestAPIAbuse(t *testing.T) {
 	p := newPlane(t)
 	p.clusterUp(oneNode)
+	t.Run("status overview", func(t *testing.T) {
+		p.t = t
+		defer func() { p.t = p.root }()
+		out := p.cli("status")
+		for _, want := range []string{"Control plane " + p.ep.API + ": ready", "Cluster lab (up)", "node-a", "Queue: empty", "Runs: none yet"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("trainyard status lacks %q:\n%s", want, out)
+			}
+		}
+		var o struct {
+			Ready    bool `json:"ready"`
+			Clusters []struct {
+				Status struct {
+					Nodes []struct {
+						Name string `json:"name"`
+					} `json:"nodes"`
+				} `json:"status"`
+			} `json:"clusters"`
+		}
+		if err := json.Unmarshal([]byte(p.cli("status", "-o", "json")), &o); err != nil || !o.Ready || len(o.Clusters) != 1 || len(o.Clusters[0].Status.Nodes) != 1 {
+			t.Errorf("status -o json: %+v %v", o, err)
+		}
+	})
 	t.Run("fuzz every route", func(t *testing.T) {
 		p.t = t
 		defer func() { p.t = p.root }()
