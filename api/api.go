@@ -75,6 +75,7 @@ func New(d Deps) *Server {
 	s.registerTokens()
 	s.registerPlugins()
 	s.registerClusters()
+	s.registerEndpoints()
 	s.registerPolicies()
 	s.registerRuns()
 	s.registerSelfplay()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/trainyard/trainyard/api"
 	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/inference"
 )
@@ -46,7 +49,37 @@ func newEndpointCmd() *cobra.Command {
 			return chatEndpoint(cmd.Context(), os.Stdout, c, args[1], args[2], timeout)
 		},
 	}
-	cmd.AddCommand(check, chat)
+	cf := &clientFlags{}
+	status := &cobra.Command{
+		Use:   "status CLUSTER",
+		Short: "A running cluster's inference endpoints and their health, checked by the control plane",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Cluster   string               `json:"cluster"`
+				Endpoints []api.EndpointHealth `json:"endpoints"`
+			}
+			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/clusters/"+url.PathEscape(args[0])+"/endpoints", nil, &out); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, out, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "ENDPOINT\tURL\tMODEL\tSERVED BY\tHEALTHY\tLATENCY\tERROR")
+				for _, e := range out.Endpoints {
+					by := strings.Join(e.Nodes, ",")
+					if e.GPUs > 0 {
+						by += fmt.Sprintf(" (%d GPU/node)", e.GPUs)
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%.0fms\t%s\n", e.Name, e.URL, e.Model, by, e.Healthy, e.LatencyMS, e.Error)
+				}
+			})
+		},
+	}
+	addClientFlags(status, cf)
+	cmd.AddCommand(check, chat, status)
 	return cmd
 }
 

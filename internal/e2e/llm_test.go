@@ -57,6 +57,21 @@ endpoints:
 	if code, _, raw := dev.call("GET", "/v1/clusters/lab", dev.admin, nil, &st); code != 200 || len(st.Endpoints) != 1 || st.Endpoints[0].Name != "llm" {
 		t.Fatalf("cluster status: %d %s", code, raw)
 	}
+	var eps struct {
+		Endpoints []struct {
+			Name    string   `json:"name"`
+			Healthy bool     `json:"healthy"`
+			Models  []string `json:"models"`
+		} `json:"endpoints"`
+	}
+	if code, _, raw := dev.call("GET", "/v1/clusters/lab/endpoints", dev.admin, nil, &eps); code != 200 || len(eps.Endpoints) != 1 || !eps.Endpoints[0].Healthy {
+		t.Fatalf("cluster endpoints: %d %s", code, raw)
+	}
+	if out := cli(t, dev, "endpoint", "status", "lab"); !strings.Contains(out, "llm") || !strings.Contains(out, "true") {
+		t.Fatalf("endpoint status: %s", out)
+	} else {
+		t.Logf("trainyard endpoint status lab:\n%s", out)
+	}
 	var rec struct {
 		ID string `json:"id"`
 	}
