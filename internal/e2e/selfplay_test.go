@@ -195,6 +195,19 @@ func TestSelfplayLoop(t *testing.T) {
 	if out := cli(t, dev, "selfplay", "ls", "-o", "json"); !strings.Contains(out, `"id": "lab/square8_2p"`) {
 		t.Fatalf("selfplay ls: %s", out)
 	}
+
+	// A batch below the quality gate is not exported or trained on.
+	body = `{"cluster":"lab","config":"square8_2p","settings":{"generations":1,"games_per_generation":24,"eval_games":2,
+		"quality":{"min_games":24,"threshold":1,"min_decisive":1}}}`
+	if code, _, raw := dev.call("POST", "/v1/selfplay", dev.admin, body, nil); code != http.StatusCreated {
+		t.Fatalf("start loop: %d %s", code, raw)
+	}
+	sp = waitLoop(t, dev, id, 3*time.Minute, func(sp api.Selfplay) bool { return sp.Status != "running" })
+	g := sp.State.Generations[0]
+	t.Logf("strict gate: %s: %s", g.State, g.Reason)
+	if sp.Status != "completed" || g.State != "rejected" || g.Quality.Passed || !strings.Contains(g.Reason, "quality score") || g.Dataset != "" || g.Model != "" || sp.State.Best != "" {
+		t.Fatalf("a batch that fails the gate: status %s, generation %+v", sp.Status, g)
+	}
 }
 
 // TestSelfplayKillEphemeralAgent: kill -9 of the ephemeral agent in the

@@ -117,9 +117,12 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 		return prog, fmt.Errorf("spool: %w", err)
 	}
 	defer spool.Close()
+	var spoolMu sync.Mutex
 	writeSpool := func(l SpoolLine) {
 		l.At = time.Now().UnixMilli()
 		b, _ := json.Marshal(l)
+		spoolMu.Lock()
+		defer spoolMu.Unlock()
 		_, _ = spool.Write(append(b, '\n'))
 	}
 
@@ -150,6 +153,9 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 					errs <- fmt.Errorf("game %d: %w", i, err)
 					return
 				}
+				// Spooled as it finishes, before the collector (busy
+				// uploading, perhaps) takes it.
+				writeSpool(SpoolLine{Game: &i})
 				select {
 				case results <- Numbered{Index: i, Game: g}:
 				case <-pctx.Done():
@@ -198,7 +204,6 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 		case g := <-results:
 			pending = append(pending, g)
 			prog.Played++
-			writeSpool(SpoolLine{Game: &g.Index})
 		case <-tick.C:
 			if err := flush(ctx); err != nil {
 				return prog, err
