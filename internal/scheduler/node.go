@@ -31,6 +31,9 @@ type Node struct {
 	Health      Health             `json:"health,omitempty"`
 	Capacity    resources.Capacity `json:"capacity"`
 	Allocations []Allocation       `json:"allocations,omitempty"`
+	// InferenceGPUs are GPU indices serving the cluster's inference
+	// endpoints: reserved like GPU preservation's own while it is enabled.
+	InferenceGPUs []int `json:"inference_gpus,omitempty"`
 }
 
 // Ready says whether the node takes new work.

@@ -230,6 +230,36 @@ func TestReservedGPUsNeverUsed(t *testing.T) {
 	}
 }
 
+// TestInferenceGPUsReserved: GPUs serving inference endpoints are kept
+// free while GPU preservation is on, and usable when it is off.
+func TestInferenceGPUsReserved(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		preserve bool
+		count    int
+		status   Status
+	}{
+		{"preservation on: the endpoint's GPU stays free", true, 1, Placed},
+		{"preservation on: no second GPU to give", true, 2, Infeasible},
+		{"preservation off: both GPUs", false, 2, Placed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := paramsWith(t, func(p *params.Params) { p.GPUPreservation.Enabled = tc.preserve })
+			n := node("g5", "aws", 16, 64, 24000, 24000)
+			n.InferenceGPUs = []int{0}
+			pl := New(p).Place([]Node{n}, work("w", workspec.KindEvaluation, role("e", tc.count, 1, 1, 1)))
+			mustStatus(t, pl, tc.status)
+			for _, a := range pl.Assignments {
+				for _, g := range a.GPUs {
+					if tc.preserve && g.Index == 0 {
+						t.Errorf("%s#%d got the inference GPU", a.Role, a.Instance)
+					}
+				}
+			}
+		})
+	}
+}
+
 func TestStarvationBoostOrdering(t *testing.T) {
 	now := time.Date(2025, 12, 26, 12, 0, 0, 0, time.UTC)
 	q := NewQueue(params.Default())

@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"slices"
+
 	"github.com/trainyard/trainyard/internal/policy/params"
 )
 
@@ -32,7 +34,8 @@ func newNodeState(n *Node, p params.Params, empty bool) *nodeState {
 		indices[i] = g.Index
 	}
 	for _, g := range n.Capacity.GPUs {
-		s.gpus = append(s.gpus, gpuState{index: g.Index, vramMB: g.VRAMMB, reserved: p.ReservedGPU(n.Name, g.Index, indices)})
+		s.gpus = append(s.gpus, gpuState{index: g.Index, vramMB: g.VRAMMB, reserved: p.ReservedGPU(n.Name, g.Index, indices) ||
+			p.GPUPreservation.Enabled && slices.Contains(n.InferenceGPUs, g.Index)})
 		s.vramMax = max(s.vramMax, g.VRAMMB)
 	}
 	s.tier = p.TierOf(n.Capacity.TotalVRAMMB())

@@ -249,6 +249,7 @@ func (s Status) SchedulerNodes() []scheduler.Node {
 	nodes := make([]scheduler.Node, 0, len(s.Nodes))
 	for _, n := range s.Nodes {
 		sn := scheduler.Node{Name: n.Name, Provider: n.Provider, Ephemeral: n.Ephemeral, Capacity: n.Resources}
+		sn.InferenceGPUs = inferenceGPUs(s.Endpoints, n.Name, n.Resources.GPUs)
 		switch {
 		case n.Health != Healthy && n.Health != Idle:
 			sn.Health = scheduler.Down

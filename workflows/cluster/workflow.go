@@ -442,6 +442,7 @@ func (c *controller) schedulerNodes(exclude []string) []scheduler.Node {
 	for _, name := range c.st.Order {
 		n := c.st.Nodes[name]
 		sn := scheduler.Node{Name: name, Provider: n.Spec.Provider, Labels: n.Spec.Labels, Ephemeral: n.Spec.Ephemeral, Capacity: n.Reported}
+		sn.InferenceGPUs = inferenceGPUs(c.st.Endpoints, name, n.Reported.GPUs)
 		switch {
 		case n.Health != Healthy && n.Health != Idle, slices.Contains(exclude, name):
 			sn.Health = scheduler.Down
