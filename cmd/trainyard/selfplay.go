@@ -288,11 +288,11 @@ func scheduleTable(w *tabwriter.Writer, sc api.SelfplaySchedule) {
 		fmt.Fprintf(w, "error\t%s\n", sc.Error)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "CONFIG\tPRIORITY\tWHY\tSLICES\tVELOCITY\tQUALITY\tBEST ELO\tTARGET")
+	fmt.Fprintln(w, "CONFIG\tPRIORITY\tWHY\tSLICES\tVELOCITY\tQUALITY\tBEST ELO\tTARGET\tNEXT SLICE")
 	for _, r := range st.Ranking {
 		for _, c := range st.Configs {
 			if c.Config == r.Config {
-				fmt.Fprintf(w, "%s\t%.2f\t%s\t%d\t%.1f\t%.2f\t%.0f\t%.0f\n", c.Config, r.Priority, r.Why, c.Slices, c.Velocity, c.Quality, c.BestElo, c.TargetElo)
+				fmt.Fprintf(w, "%s\t%.2f\t%s\t%d\t%.1f\t%.2f\t%.0f\t%.0f\t%v\n", c.Config, r.Priority, r.Why, c.Slices, c.Velocity, c.Quality, c.BestElo, c.TargetElo, c.ExpectedSlice.Round(time.Second))
 			}
 		}
 	}
@@ -322,6 +322,10 @@ func selfplayTable(w *tabwriter.Writer, sp api.Selfplay) {
 	}
 	fmt.Fprintf(w, "generation\t%d (%d completed)\ngames\t%d\nbest\t%s (Elo %.0f, velocity %.1f Elo/day)\nlost activities\t%d\n",
 		st.Generation, st.Completed, st.TotalGames, orDash(st.Best), sp.BestElo, sp.Velocity, st.Failures)
+	if d := st.Durations["generation"]; d != nil {
+		mean, p90 := d.Predict()
+		fmt.Fprintf(w, "generation takes\t%v (p90 %v, %d measured)\n", mean.Round(time.Second), p90.Round(time.Second), d.N)
+	}
 	if sp.Live != nil {
 		fmt.Fprintf(w, "self-play now\t%d/%d games synced (%d resumed, %d played, %d uploads)\n", sp.Live.Synced, sp.Live.Target, sp.Live.Resumed, sp.Live.Played, sp.Live.Batches)
 	}

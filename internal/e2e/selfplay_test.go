@@ -189,7 +189,16 @@ func TestSelfplayLoop(t *testing.T) {
 	if out := cli(t, dev, "selfplay", "leaderboard", "--config", "square8_2p"); !strings.Contains(out, sp.State.Best+" (best)") || !strings.Contains(out, "random (anchor)") {
 		t.Fatalf("selfplay leaderboard: %s", out)
 	}
-	if out := cli(t, dev, "selfplay", "show", id); !strings.Contains(out, "finished") || !strings.Contains(out, last.Model) {
+	// Job-duration tracking: every phase of every generation measured.
+	for _, phase := range []string{"generation", "selfplay", "export", "train", "gauntlet"} {
+		d := sp.State.Durations[phase]
+		if d == nil || d.N != 3 || d.Mean <= 0 {
+			t.Fatalf("durations of %s: %+v", phase, d)
+		}
+		mean, p90 := d.Predict()
+		t.Logf("%s: mean %v, p90 %v", phase, mean.Round(time.Millisecond), p90.Round(time.Millisecond))
+	}
+	if out := cli(t, dev, "selfplay", "show", id); !strings.Contains(out, "finished") || !strings.Contains(out, last.Model) || !strings.Contains(out, "generation takes") {
 		t.Fatalf("selfplay show: %s", out)
 	}
 	if out := cli(t, dev, "selfplay", "ls", "-o", "json"); !strings.Contains(out, `"id": "lab/square8_2p"`) {
@@ -542,7 +551,7 @@ func TestSelfplayScheduler(t *testing.T) {
 		t.Fatalf("third slice had priority %v", third.Priority)
 	}
 	for _, c := range st.Configs {
-		if c.Slices == 0 || !c.QualityKnown || c.Disabled != "" {
+		if c.Slices == 0 || !c.QualityKnown || c.Disabled != "" || c.ExpectedSlice <= 0 {
 			t.Fatalf("config %+v", c)
 		}
 	}

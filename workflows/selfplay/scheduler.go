@@ -172,6 +172,10 @@ func Scheduler(ctx workflow.Context, in SchedulerInput) (SchedulerState, error) 
 					if n := len(res.Generations); n > 0 {
 						c.Quality, c.QualityKnown = res.Generations[n-1].Quality.Score, true
 					}
+					if d := res.Durations["generation"]; d != nil {
+						mean, _ := d.Predict()
+						c.ExpectedSlice = mean * time.Duration(in.SliceGenerations)
+					}
 					r.rec.Result = fmt.Sprintf("generation %d, best %s (Elo %.0f, %.1f Elo/day)", res.Generation, res.Best, c.BestElo, c.Velocity)
 				}
 				st.Slices++

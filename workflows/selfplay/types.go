@@ -14,6 +14,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/selfplay/elo"
 	"github.com/trainyard/trainyard/internal/selfplay/quality"
+	"github.com/trainyard/trainyard/internal/selfplay/schedule"
 )
 
 // Name is the workflow type.
@@ -181,6 +182,9 @@ type State struct {
 	Datasets    []string     `json:"datasets,omitempty" doc:"The training window's .npz keys, oldest first."`
 	Generations []Generation `json:"generations" doc:"The most recent generations, oldest first."`
 	Elo         *elo.Table   `json:"elo"`
+	// Durations: how long generations and their phases took (mean and
+	// variance), for predictions (the seed's job-duration tracking).
+	Durations map[string]*schedule.Durations `json:"durations,omitempty" doc:"Per phase (generation, selfplay, export, train, gauntlet): count, mean seconds, Welford M2."`
 	// RunGenerations counts generations in this workflow run (for
 	// continue-as-new).
 	RunGenerations int `json:"-"`

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/trainyard/trainyard/internal/selfplay/elo"
+	"github.com/trainyard/trainyard/internal/selfplay/schedule"
 	"github.com/trainyard/trainyard/workflows/cluster"
 	"github.com/trainyard/trainyard/workflows/job"
 )
@@ -99,10 +100,17 @@ func (l *loop) generation(ctx workflow.Context) error {
 	}
 	g := l.gen()
 	defer l.release(ctx)
+	phaseStart := workflow.Now(ctx)
+	track := func(phase string) {
+		now := workflow.Now(ctx)
+		l.track(phase, now.Sub(phaseStart))
+		phaseStart = now
+	}
 	end := func(state, why string) error {
 		g.State, g.Reason = state, why
 		now := workflow.Now(ctx)
 		g.Ended = &now
+		l.track("generation", now.Sub(g.Started))
 		st.Completed++
 		st.Phase, st.Reason = "idle", ""
 		return nil
@@ -130,6 +138,7 @@ func (l *loop) generation(ctx workflow.Context) error {
 	}
 	g.Games = prog.Synced
 	st.TotalGames += prog.Played
+	track("selfplay")
 
 	// 2. Quality gate and export, on the control plane.
 	st.Phase, g.State = "export", "export"
@@ -144,6 +153,7 @@ func (l *loop) generation(ctx workflow.Context) error {
 		return err
 	}
 	g.Quality = ex.Report
+	track("export")
 	if !ex.Report.Passed {
 		return end("rejected", "quality gate: "+ex.Report.Reason)
 	}
@@ -166,6 +176,7 @@ func (l *loop) generation(ctx workflow.Context) error {
 		return err
 	}
 	g.Model, g.ModelKey, g.TrainLoss = tr.Model, tr.Key, tr.Loss
+	track("train")
 
 	// 4. Gauntlet: the current best and the fixed baselines.
 	g.State = "gauntlet"
@@ -186,6 +197,7 @@ func (l *loop) generation(ctx workflow.Context) error {
 		return err
 	}
 	l.release(ctx)
+	track("gauntlet")
 
 	// 5. Elo and promotion.
 	now := workflow.Now(ctx)
@@ -213,6 +225,17 @@ func (l *loop) generation(ctx workflow.Context) error {
 		return end("promoted", "")
 	}
 	return end("kept", fmt.Sprintf("%s stays best", st.Best))
+}
+
+// track adds a phase's duration to the loop's history of durations.
+func (l *loop) track(phase string, d time.Duration) {
+	if l.st.Durations == nil {
+		l.st.Durations = map[string]*schedule.Durations{}
+	}
+	if l.st.Durations[phase] == nil {
+		l.st.Durations[phase] = &schedule.Durations{}
+	}
+	l.st.Durations[phase].Add(d)
 }
 
 // nodeOptions: an agent activity on the allocated node, heartbeating, not

@@ -67,6 +67,9 @@ type ConfigStat struct {
 	Quality      float64   `json:"quality,omitempty" doc:"Quality score of the last self-play batch."`
 	QualityKnown bool      `json:"quality_known,omitempty"`
 	Running      bool      `json:"running,omitempty"`
+	// ExpectedSlice is the predicted duration of the config's next slice
+	// (its mean generation duration × generations per slice).
+	ExpectedSlice time.Duration `json:"expected_slice,omitempty" doc:"Predicted duration of the next slice, in ns."`
 	// Disabled, when set, says why the config gets no more slices (its
 	// loop failed).
 	Disabled string `json:"disabled,omitempty"`
