@@ -40,8 +40,11 @@ func (*selfplayGen) kinds() []string { return []string{"games"} }
 
 func (g *selfplayGen) start(t *testing.T, p *plane) string {
 	g.seed++
-	body := fmt.Sprintf(`{"cluster":"lab","config":"square8_2p","settings":{"generations":1,"games_per_generation":240,"simulations":24,
-		"sync_interval":1000000000,"seed":%d,"quality":{"min_games":240}}}`, g.seed)
+	// MCTS with random rollouts from the start: the heuristic bootstrap
+	// plays 1500 games in about a second, rollouts take tens of seconds,
+	// long enough to be hit in the middle (docs/games.md).
+	body := fmt.Sprintf(`{"cluster":"lab","config":"square8_2p","settings":{"generations":1,"games_per_generation":1500,"simulations":48,
+		"bootstrap":"rollouts","parallel":1,"eval_games":10,"train_epochs":2,"sync_interval":1000000000,"seed":%d,"quality":{"min_games":1500}}}`, g.seed)
 	p.mustJSON("POST", "/v1/selfplay", body, http.StatusCreated, nil)
 	return loopID
 }
@@ -64,7 +67,7 @@ func (g *selfplayGen) ready(p *plane, id string) (bool, error) {
 		return false, nil
 	}
 	u, err := g.snapshot(p, id)
-	return err == nil && len(u["games"]) >= 20, nil
+	return err == nil && len(u["games"]) >= 50, nil
 }
 
 func (g *selfplayGen) node(p *plane, id string) (string, error) {
