@@ -34,6 +34,7 @@ var (
 	bucket     *objstore.Store
 	arithmetic []byte // the example plugin
 	cacheDir   string // wazero's compilation cache
+	repoRoot   string
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -48,6 +49,7 @@ func run(m *testing.M) int {
 	// Build before the S3 gateway starts: its posix backend changes the
 	// process's working directory.
 	root, _ := filepath.Abs("../..")
+	repoRoot = root
 	out := filepath.Join(dir, "arithmetic.wasm")
 	if err := pluginbuild.Go(context.Background(), "", root, "./plugins/examples/arithmetic", out); err != nil {
 		fmt.Fprintln(os.Stderr, err)
