@@ -119,6 +119,7 @@ const velocityWindow = 7 * 24 * time.Hour
 
 func (s *Server) registerSelfplay() {
 	s.registerSelfplaySchedules()
+	s.registerSelfplayIdle()
 	start := op(http.MethodPost, "/v1/selfplay", "start-selfplay",
 		"Start a self-play loop for a game config on a cluster: self-play → quality gate → NPZ export → training → gauntlet → Elo and promotion, generation after generation",
 		auth.Operator, "selfplay")
@@ -541,4 +542,129 @@ func (s *Server) getSchedule(ctx context.Context, clusterName string) (SelfplayS
 		}
 	}
 	return sc, nil
+}
+
+// SelfplayIdleStart starts a cluster's idle-resource daemon.
+type SelfplayIdleStart struct {
+	Cluster   string            `json:"cluster" minLength:"1"`
+	Configs   []ScheduleConfig  `json:"configs" minItems:"1" doc:"Configs it may start on idle GPUs (weight, quota and target_elo are unused)."`
+	Settings  selfplay.Settings `json:"settings,omitempty" doc:"The started loops' settings (gpus is 1)."`
+	Threshold time.Duration     `json:"threshold,omitempty" minimum:"0" doc:"How long a GPU must be idle, in ns (default 10m)."`
+	Poll      time.Duration     `json:"poll,omitempty" minimum:"0" doc:"How often the cluster is looked at, in ns (default 1m)."`
+}
+
+// SelfplayIdle is an idle daemon's state.
+type SelfplayIdle struct {
+	Cluster string             `json:"cluster"`
+	Status  string             `json:"status"`
+	State   selfplay.IdleState `json:"state"`
+	Error   string             `json:"error,omitempty"`
+}
+
+type idleOutput struct{ Body SelfplayIdle }
+
+func (s *Server) registerSelfplayIdle() {
+	start := op(http.MethodPost, "/v1/selfplay-idle", "start-selfplay-idle",
+		"Start a cluster's idle-resource daemon: a GPU idle for the threshold (default 10 min) gets a self-play loop for the biggest board its VRAM suits",
+		auth.Operator, "selfplay")
+	start.DefaultStatus = http.StatusCreated
+	huma.Register(s.API, start, func(ctx context.Context, in *struct{ Body SelfplayIdleStart }) (*idleOutput, error) {
+		b := in.Body
+		set := b.Settings
+		set.Generations, set.GPUs = max(0, set.Generations), 1
+		if err := set.WithDefaults().Validate(); err != nil {
+			var fe *selfplay.FieldError
+			if errors.As(err, &fe) {
+				return nil, huma.Error422UnprocessableEntity("invalid self-play settings", &huma.ErrorDetail{Location: "body.settings." + fe.Field, Message: fe.Reason})
+			}
+			return nil, huma.Error422UnprocessableEntity("invalid self-play settings", err)
+		}
+		var cfgs []selfplay.ScheduledConfig
+		var ids []string
+		for i, c := range b.Configs {
+			loc := fmt.Sprintf("body.configs[%d]", i)
+			if strings.ContainsAny(c.Config, "/ ") || c.Config == "" {
+				return nil, huma.Error422UnprocessableEntity("invalid idle daemon", &huma.ErrorDetail{Location: loc + ".config", Message: "must be non-empty without '/' or spaces", Value: c.Config})
+			}
+			ref := c.Game
+			if ref == "" {
+				ref = "kinrow-" + c.Config
+			}
+			rec, err := s.runPlugin(ctx, loc+".game", ref, plugins.KindGame)
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, rec.ID)
+			cfgs = append(cfgs, selfplay.ScheduledConfig{Config: c.Config, GamePlugin: rec.ID})
+		}
+		if _, err := s.clusterStatus(ctx, b.Cluster); err != nil {
+			return nil, err
+		}
+		id := selfplay.IdleID(b.Cluster)
+		_, err := s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: id, TaskQueue: workflows.ControlTaskQueue,
+			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+			WorkflowExecutionErrorWhenAlreadyStarted: true,
+			TypedSearchAttributes:                    temporal.NewSearchAttributes(pluginrun.SearchAttribute.ValueSet(ids)),
+			Memo:                                     map[string]any{"cluster": b.Cluster},
+		}, selfplay.IdleName, selfplay.IdleInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Threshold: b.Threshold, Poll: b.Poll})
+		if err != nil {
+			if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+				return nil, huma.Error409Conflict("cluster " + b.Cluster + " already has an idle-resource daemon; stop it first")
+			}
+			return nil, temporalErr("start idle-resource daemon", err)
+		}
+		d, err := s.getIdle(ctx, b.Cluster)
+		if err != nil {
+			return nil, err
+		}
+		return &idleOutput{Body: d}, nil
+	})
+
+	huma.Register(s.API, op(http.MethodGet, "/v1/selfplay-idle/{cluster}", "get-selfplay-idle",
+		"An idle daemon's view of the cluster's GPUs, since when each is idle, the loops it started and its decisions", auth.Viewer, "selfplay"),
+		func(ctx context.Context, in *scheduleClusterInput) (*idleOutput, error) {
+			d, err := s.getIdle(ctx, in.Cluster)
+			if err != nil {
+				return nil, err
+			}
+			return &idleOutput{Body: d}, nil
+		})
+
+	stop := op(http.MethodPost, "/v1/selfplay-idle/{cluster}/stop", "stop-selfplay-idle",
+		"Stop an idle daemon; the loops it started go on (stop them with /v1/selfplay/{cluster}/{config}/stop)", auth.Operator, "selfplay")
+	stop.DefaultStatus = http.StatusAccepted
+	huma.Register(s.API, stop, func(ctx context.Context, in *scheduleClusterInput) (*idleOutput, error) {
+		if err := s.d.Temporal.SignalWorkflow(ctx, selfplay.IdleID(in.Cluster), "", selfplay.SignalStop, nil); err != nil {
+			return nil, temporalErr("idle-resource daemon of "+in.Cluster, err)
+		}
+		d, err := s.getIdle(ctx, in.Cluster)
+		if err != nil {
+			return nil, err
+		}
+		return &idleOutput{Body: d}, nil
+	})
+}
+
+func (s *Server) getIdle(ctx context.Context, clusterName string) (SelfplayIdle, error) {
+	d := SelfplayIdle{Cluster: clusterName}
+	id := selfplay.IdleID(clusterName)
+	desc, err := s.d.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return d, temporalErr("idle-resource daemon of "+clusterName, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	d.Status = statusName(info.GetStatus())
+	v, err := s.d.Temporal.QueryWorkflow(ctx, id, info.GetExecution().GetRunId(), selfplay.QueryState)
+	if err == nil {
+		_ = v.Get(&d.State)
+	} else if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return d, temporalErr("idle-resource daemon of "+clusterName, err)
+	}
+	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if err := s.d.Temporal.GetWorkflow(ctx, id, "").Get(ctx, &d.State); err != nil {
+			d.Error = err.Error()
+		}
+	}
+	return d, nil
 }

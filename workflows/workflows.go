@@ -52,7 +52,8 @@ func Register(w worker.Registry, d Deps) {
 	w.RegisterWorkflowWithOptions(train.Workflow, workflow.RegisterOptions{Name: train.Name})
 	w.RegisterWorkflowWithOptions(selfplay.Workflow, workflow.RegisterOptions{Name: selfplay.Name})
 	w.RegisterWorkflowWithOptions(selfplay.Scheduler, workflow.RegisterOptions{Name: selfplay.SchedulerName})
-	w.RegisterActivity(&selfplay.Activities{Store: d.Store})
+	w.RegisterWorkflowWithOptions(selfplay.Idle, workflow.RegisterOptions{Name: selfplay.IdleName})
+	w.RegisterActivity(&selfplay.Activities{Store: d.Store, Client: d.Client})
 	w.RegisterWorkflowWithOptions(sweep.Workflow, workflow.RegisterOptions{Name: sweep.Name})
 }
 

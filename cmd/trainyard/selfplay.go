@@ -181,7 +181,7 @@ func newSelfplayCmd() *cobra.Command {
 	board.Flags().StringVar(&config, "config", "", "only this config")
 	board.Flags().BoolVar(&history, "history", false, "also print the match history")
 
-	cmd.AddCommand(start, ls, show, stop, board, newScheduleCmd(cf))
+	cmd.AddCommand(start, ls, show, stop, board, newScheduleCmd(cf), newIdleCmd(cf))
 	return cmd
 }
 
@@ -382,4 +382,99 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// newIdleCmd: `trainyard selfplay idle start|show|stop`.
+func newIdleCmd(cf *clientFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "idle", Short: "A cluster's idle-resource daemon: a GPU idle > 10 min gets self-play matched to its VRAM tier"}
+	var req api.SelfplayIdleStart
+	var configs []string
+	var sync time.Duration
+	start := &cobra.Command{
+		Use:   "start --cluster NAME --config CONFIG... [flags]",
+		Short: "Start the daemon: GPUs idle for --threshold get a self-play loop for the biggest board that fits their VRAM",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, c := range configs {
+				req.Configs = append(req.Configs, api.ScheduleConfig{Config: c})
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			req.Settings.SyncInterval = sync
+			var d api.SelfplayIdle
+			if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/selfplay-idle", req, &d); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, d, func(w *tabwriter.Writer) { idleTable(w, d) })
+		},
+	}
+	f := start.Flags()
+	f.StringVar(&req.Cluster, "cluster", "", "cluster to watch (required)")
+	f.StringArrayVar(&configs, "config", nil, "a config it may start (repeatable)")
+	f.DurationVar(&req.Threshold, "threshold", 0, "how long a GPU must be idle (default 10m)")
+	f.DurationVar(&req.Poll, "poll", 0, "how often to look (default 1m)")
+	f.IntVar(&req.Settings.Generations, "generations", 0, "generations per started loop (0: until stopped)")
+	f.IntVar(&req.Settings.GamesPerGeneration, "games", 0, "self-play games per generation (default 1000)")
+	f.IntVar(&req.Settings.Simulations, "simulations", 0, "MCTS simulations per move (default 64)")
+	f.IntVar(&req.Settings.EvalGames, "eval-games", 0, "gauntlet games per opponent (default 40)")
+	f.IntVar(&req.Settings.Quality.MinGames, "min-games", 0, "minimum games the quality gate needs (default 1000)")
+	f.DurationVar(&sync, "sync-interval", 0, "how often a node uploads finished games (default 5s)")
+	_ = start.MarkFlagRequired("cluster")
+	_ = start.MarkFlagRequired("config")
+	show := &cobra.Command{
+		Use: "show CLUSTER", Short: "The GPUs, since when each is idle, the loops started and the decisions", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var d api.SelfplayIdle
+			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/selfplay-idle/"+url.PathEscape(args[0]), nil, &d); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, d, func(w *tabwriter.Writer) { idleTable(w, d) })
+		},
+	}
+	stop := &cobra.Command{
+		Use: "stop CLUSTER", Short: "Stop the daemon (the loops it started go on)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var d api.SelfplayIdle
+			if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/selfplay-idle/"+url.PathEscape(args[0])+"/stop", nil, &d); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, d, func(w *tabwriter.Writer) { idleTable(w, d) })
+		},
+	}
+	cmd.AddCommand(start, show, stop)
+	return cmd
+}
+
+func idleTable(w *tabwriter.Writer, d api.SelfplayIdle) {
+	st := d.State
+	fmt.Fprintf(w, "cluster\t%s\nstatus\t%s\nphase\t%s\npolls\t%d\n", d.Cluster, d.Status, st.Phase, st.Polls)
+	if d.Error != "" {
+		fmt.Fprintf(w, "error\t%s\n", d.Error)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "GPU\tMODEL\tVRAM\tBUSY\tIDLE SINCE")
+	for _, g := range st.GPUs {
+		since := "-"
+		if t, ok := st.Since[g.Key()]; ok {
+			since = t.Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d MB\t%v\t%s\n", g.Key(), g.Model, g.VRAMMB, g.Busy, since)
+	}
+	if len(st.Events) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "AT\tGPU\tCONFIG\tWHAT")
+		for _, e := range st.Events {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", e.At.Local().Format(time.DateTime), orDash(e.GPU), orDash(e.Config), e.What)
+		}
+	}
 }

@@ -564,3 +564,81 @@ func TestSelfplayScheduler(t *testing.T) {
 	}
 	recordHistory(t, dev, "selfplay-scheduler/lab", "history-scheduler.json")
 }
+
+// TestSelfplayIdleGPU: the idle-resource daemon sees a 12 GB GPU no job
+// holds, waits out its threshold and starts self-play for the biggest
+// board that fits (square8_2p, not hexagonal_2p, which wants 32 GB); the
+// loop takes the GPU and the daemon notes when it ends.
+func TestSelfplayIdleGPU(t *testing.T) {
+	dir := t.TempDir()
+	dev := startDev(t, dir)
+	spec := `
+name: lab
+defaults: {provider: local, provisioner: {kind: local}}
+nodes:
+  - {name: gpu-box, resources: {gpus: "0:RTX 3060:12GB"}}
+`
+	if out := cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", spec), "--heartbeat-timeout", "5s"); !strings.Contains(out, "TOTAL (1 nodes") {
+		t.Fatalf("cluster up: %s", out)
+	}
+	t.Cleanup(func() { killAgentsOf(dir) })
+	for _, cfg := range []string{"square8_2p", "hexagonal_2p"} {
+		if code, raw := upload(t, dev, dev.admin, plugintest.BuildGo(t, "./plugins/examples/kinrow/"+cfg), nil); code != http.StatusCreated {
+			t.Fatalf("upload %s: %d %s", cfg, code, raw)
+		}
+	}
+	out := cli(t, dev, "selfplay", "idle", "start", "--cluster", "lab", "--config", "square8_2p", "--config", "hexagonal_2p",
+		"--threshold", "3s", "--poll", "1s", "--generations", "1", "--games", "300", "--min-games", "300", "--simulations", "16", "--eval-games", "10")
+	if !strings.Contains(out, "running") {
+		t.Fatalf("idle start: %s", out)
+	}
+	var d api.SelfplayIdle
+	sawBusy := false
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		if code, _, raw := dev.call("GET", "/v1/selfplay-idle/lab", dev.admin, nil, &d); code != 200 {
+			t.Fatalf("get idle daemon: %d %s", code, raw)
+		}
+		for _, g := range d.State.GPUs {
+			sawBusy = sawBusy || g.Busy
+		}
+		finished := false
+		for _, e := range d.State.Events {
+			finished = finished || strings.Contains(e.What, "loop finished")
+		}
+		if finished {
+			break
+		}
+		if d.Status != "running" || time.Now().After(deadline) {
+			t.Fatalf("idle daemon %s: %+v", d.Status, d.State)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	for _, e := range d.State.Events {
+		t.Logf("%s %s %s: %s", e.At.Format(time.TimeOnly), e.GPU, e.Config, e.What)
+	}
+	first := d.State.Events[0]
+	if first.GPU != "gpu-box/0" || first.Config != "square8_2p" || !strings.Contains(first.What, "started self-play") {
+		t.Fatalf("first decision: %+v", first)
+	}
+	for _, e := range d.State.Events {
+		if e.Config == "hexagonal_2p" {
+			t.Fatalf("hexagonal_2p (32 GB) started on a 12 GB GPU: %+v", e)
+		}
+	}
+	if !sawBusy {
+		t.Fatal("the GPU never showed busy while the loop it got ran")
+	}
+	sp := getLoop(t, dev, "lab/square8_2p")
+	if sp.Status != "completed" || sp.Settings.GPUs != 1 || sp.State.Completed != 1 {
+		t.Fatalf("started loop: %s, gpus %d, %d generations", sp.Status, sp.Settings.GPUs, sp.State.Completed)
+	}
+	if out := cli(t, dev, "selfplay", "idle", "stop", "lab"); !strings.Contains(out, "gpu-box/0") {
+		t.Fatalf("idle stop: %s", out)
+	}
+	waitFor(t, func() bool {
+		dev.call("GET", "/v1/selfplay-idle/lab", dev.admin, nil, &d)
+		return d.Status == "completed" && d.State.Phase == "stopped"
+	})
+	recordHistory(t, dev, "selfplay-idle/lab", "history-idle.json")
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/trainyard/trainyard/internal/objstore"
@@ -16,6 +17,8 @@ import (
 // Activities run on the control plane.
 type Activities struct {
 	Store *objstore.Store
+	// Client queries cluster workflows (the idle daemon's GPU view).
+	Client client.Client
 }
 
 // SelfplayExport grades a generation's synced games with the quality gate and,

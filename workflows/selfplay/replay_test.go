@@ -25,6 +25,8 @@ var testdata = func() string {
 //     other node and resumed, then was cancelled (stop --now).
 //   - history-scheduler.json: a scheduler giving three one-generation
 //     slices to two configs as child loops.
+//   - history-idle.json: the idle daemon starting a loop on a GPU idle for
+//     its threshold, seeing the loop end, then stopped.
 func TestReplay(t *testing.T) {
 	for _, tc := range []struct {
 		file, name string
@@ -33,6 +35,7 @@ func TestReplay(t *testing.T) {
 		{"history.json", Name, Workflow},
 		{"history-kill.json", Name, Workflow},
 		{"history-scheduler.json", SchedulerName, Scheduler},
+		{"history-idle.json", IdleName, Idle},
 	} {
 		t.Run(tc.file, func(t *testing.T) { replaytest.Replay(t, tc.fn, tc.name, filepath.Join(testdata, tc.file)) })
 	}
