@@ -14,3 +14,9 @@ chaos:
 	  grep -aE '^(chaos\| |--- |ok |FAIL)' $(CACHE)/chaos.log | sed 's/^chaos| //'; \
 	  if [ $$rc -ne 0 ]; then echo "--- failures:"; grep -aE '_test\.go:[0-9]+: ' $(CACHE)/chaos.log | tail -40; fi; \
 	  exit $$rc
+
+# Native fuzzing of the API's routing (any method and path: no panic, no
+# 500, every error a problem document), 30 s.
+.PHONY: chaos-fuzz
+chaos-fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzRouting$$' -fuzztime 30s ./api/
