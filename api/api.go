@@ -76,6 +76,7 @@ func New(d Deps) *Server {
 	s.registerPlugins()
 	s.registerClusters()
 	s.registerEndpoints()
+	s.registerQueue()
 	s.registerPolicies()
 	s.registerRuns()
 	s.registerSelfplay()

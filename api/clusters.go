@@ -243,7 +243,8 @@ func (s *Server) registerClusters() {
 			return nil, huma.Error422UnprocessableEntity("job can never run on cluster "+in.Name,
 				&huma.ErrorDetail{Location: "body", Message: p.Reason})
 		}
-		run, err := s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue},
+		run, err := s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue,
+			Memo: map[string]any{"cluster": in.Name}}, // for the cluster's queue
 			job.Name, job.Input{Cluster: in.Name, Command: in.Body.Command, Env: in.Body.Env, CPUs: in.Body.CPUs, GPUs: in.Body.GPUs, MemoryMB: in.Body.MemoryMB, InfeasibleGrace: grace})
 		if err != nil {
 			return nil, temporalErr("submit job", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/trainyard/trainyard/api"
 	"github.com/trainyard/trainyard/internal/apiclient"
 	"github.com/trainyard/trainyard/workflows/cluster"
 )
@@ -84,7 +85,37 @@ func newClusterCmd() *cobra.Command {
 			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/clusters/"+url.PathEscape(args[0]), nil, &st); err != nil {
 				return err
 			}
-			return cf.print(os.Stdout, st, func(w *tabwriter.Writer) { clusterTable(w, st) })
+			var q queue
+			qerr := c.JSON(cmd.Context(), http.MethodGet, "/v1/clusters/"+url.PathEscape(args[0])+"/queue", nil, &q)
+			return cf.print(os.Stdout, st, func(w *tabwriter.Writer) {
+				clusterTable(w, st)
+				if qerr == nil && len(q.Waiting) > 0 {
+					fmt.Fprintln(w)
+					queueTable(w, q)
+				}
+			})
+		},
+	}
+
+	queueCmd := &cobra.Command{
+		Use:   "queue NAME",
+		Short: "Work waiting for the cluster's nodes, longest first, with why each waits",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var q queue
+			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/clusters/"+url.PathEscape(args[0])+"/queue", nil, &q); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, q, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "cluster %s: %d running, %d waiting\n", q.Cluster, q.Running, len(q.Waiting))
+				if len(q.Waiting) > 0 {
+					queueTable(w, q)
+				}
+			})
 		},
 	}
 
@@ -162,7 +193,7 @@ func newClusterCmd() *cobra.Command {
 		drainNode("drain", "Drain a node: no new work; its runs checkpoint now and move to other nodes"),
 		drainNode("undrain", "Let a drained node take work again"))
 
-	cmd.AddCommand(up, simple("down", "Drain work and stop every agent", "/down"), simple("restart", "Stop and start every agent", "/restart"), status, nodes)
+	cmd.AddCommand(up, simple("down", "Drain work and stop every agent", "/down"), simple("restart", "Stop and start every agent", "/restart"), status, queueCmd, nodes)
 	return cmd
 }
 
@@ -230,4 +261,24 @@ func humanMB(mb int64) string {
 		return fmt.Sprintf("%.1fG", float64(mb)/1024)
 	}
 	return fmt.Sprintf("%dM", mb)
+}
+
+type queue struct {
+	Cluster string           `json:"cluster"`
+	Waiting []api.QueueEntry `json:"waiting"`
+	Running int              `json:"running"`
+}
+
+func queueTable(w *tabwriter.Writer, q queue) {
+	fmt.Fprintln(w, "#\tWAITING\tKIND\tSTATE\tSINCE\tWHY")
+	for _, e := range q.Waiting {
+		since := "-"
+		if e.WaitingSince != nil {
+			since = e.WaitingSince.Local().Format(time.TimeOnly)
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", e.Position, e.ID, e.Kind, e.State, since, e.Reason)
+	}
+	if len(q.Waiting) > 0 && len(q.Waiting[0].Running) > 0 {
+		fmt.Fprintf(w, "behind\t%s\n", strings.Join(q.Waiting[0].Running, ", "))
+	}
 }
