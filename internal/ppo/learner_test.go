@@ -175,11 +175,12 @@ func sameBits(a, b []float64) bool {
 	return true
 }
 
-// TestResumeContinuesBitIdentically is issue 10's "resume means the whole
+// TestResumeNeitherResetsCountersNorDrifts (RLlib restores that reset
+// timestep counters or start from epoch 1) is issue 10's "resume means the whole
 // state": interrupt at iteration k, restore into a fresh learner and a
 // fresh env, continue to m; the weights, optimizer and metrics must equal
 // an uninterrupted run's bit for bit, and the counters must continue.
-func TestResumeContinuesBitIdentically(t *testing.T) {
+func TestResumeNeitherResetsCountersNorDrifts(t *testing.T) {
 	const k, m = 3, 6
 	for _, name := range []string{cartpole.Name, pendulum.Name} {
 		t.Run(name, func(t *testing.T) {

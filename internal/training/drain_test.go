@@ -70,7 +70,7 @@ func TestDrainedSegmentLosesNothing(t *testing.T) {
 
 	// The resumed run is not bit-identical to an uninterrupted one: env
 	// plugins have no state export yet, so episodes in flight restart (see
-	// ppo.TestResumeContinuesBitIdentically for the native envs, which are).
+	// ppo.TestResumeNeitherResetsCountersNorDrifts for the native envs, which are).
 	if whole.Iteration != rest.Iteration || whole.Timesteps != rest.Timesteps {
 		t.Fatalf("counters: uninterrupted (%d, %d), drained and resumed (%d, %d)", whole.Iteration, whole.Timesteps, rest.Iteration, rest.Timesteps)
 	}
