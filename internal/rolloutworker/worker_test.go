@@ -162,7 +162,9 @@ func TestHundredInstancesOnSlowEndpoint(t *testing.T) {
 		Name: "llm", URL: srv.URL, Model: "arith-7b", CredentialsRef: "env:ARITH_API_KEY", MaxConcurrency: 50,
 		Type: inference.TypeWebhook, ReloadURL: srv.URL + "/admin/reload",
 	}, inference.ClientOptions{MeterProvider: mp,
-		Retry: inference.Retry{MaxAttempts: 2, AttemptTimeout: time.Second, BaseBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}})
+		// Attempts get 2 s (the endpoint answers in 0.1 s) so that a slow
+		// CI machine under -race does not turn healthy calls into timeouts.
+		Retry: inference.Retry{MaxAttempts: 2, AttemptTimeout: 2 * time.Second, BaseBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +185,7 @@ func TestHundredInstancesOnSlowEndpoint(t *testing.T) {
 	defer rt.Close(context.Background())
 	grant := plugins.NewHTTPGrant("arith-run", map[string]*inference.Client{"llm": llm}, plugins.HTTPLimits{})
 	mod, err := rt.LoadGranted(ctx, arithmetic,
-		plugins.LoadOptions{Limits: plugins.Limits{CallTimeout: 5 * time.Second, PoolSize: 100}}, plugins.Grants{HTTP: grant})
+		plugins.LoadOptions{Limits: plugins.Limits{CallTimeout: 10 * time.Second, PoolSize: 100}}, plugins.Grants{HTTP: grant})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +256,7 @@ func TestHundredInstancesOnSlowEndpoint(t *testing.T) {
 		}
 	})
 	start := time.Now()
-	st, err := Run(ctx, Config{Name: "rollout-0", Module: mod, Concurrency: 100, Episodes: episodes, Seed: 1000, Pool: pool,
+	st, err := Run(ctx, Config{Name: "rollout-0", Module: mod, Concurrency: 100, Episodes: episodes, Seed: 1000, Pool: pool, MaxAttempts: 20,
 		Policy: func(e int64, obs, act []float32) { act[0] = float32(e % 2) }})
 	took := time.Since(start)
 	if err != nil {
