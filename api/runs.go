@@ -185,30 +185,15 @@ func (s *Server) registerRuns() {
 
 	huma.Register(s.API, op(http.MethodGet, "/v1/runs", "list-runs", "List training runs, newest first", auth.Viewer, "runs"),
 		func(ctx context.Context, in *listRunsInput) (*listRunsOutput, error) {
-			resp, err := s.d.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-				Namespace: s.d.Namespace, PageSize: int32(in.Limit), Query: "WorkflowType = '" + train.Name + "'",
-			})
+			ws, err := s.listByType(ctx, train.Name, in.Limit)
 			if err != nil {
-				return nil, temporalErr("list runs", err)
+				return nil, err
 			}
 			out := &listRunsOutput{}
 			out.Body.Runs = []RunSummary{}
-			for _, e := range resp.GetExecutions() {
-				w := summary(e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId(), e.GetType().GetName(), e.GetStatus(), "", e.GetStartTime().AsTime(), e.GetCloseTime())
-				r := RunSummary{ID: w.WorkflowID, Status: w.Status, StartTime: w.StartTime, CloseTime: w.CloseTime}
-				for k, p := range e.GetMemo().GetFields() {
-					var v string
-					_ = converter.GetDefaultDataConverter().FromPayload(p, &v)
-					switch k {
-					case "name":
-						r.Name = v
-					case "cluster":
-						r.Cluster = v
-					case "env":
-						r.Env = v
-					}
-				}
-				out.Body.Runs = append(out.Body.Runs, r)
+			for _, w := range ws {
+				out.Body.Runs = append(out.Body.Runs, RunSummary{ID: w.WorkflowID, Status: w.Status, StartTime: w.StartTime, CloseTime: w.CloseTime,
+					Name: w.memo["name"], Cluster: w.memo["cluster"], Env: w.memo["env"]})
 			}
 			return out, nil
 		})
@@ -332,6 +317,36 @@ func (s *Server) registerRuns() {
 			}
 			return &checkpointFileOutput{ContentType: "application/octet-stream", Body: b}, nil
 		})
+}
+
+// listedWorkflow is a workflow of a listing with its string memo fields.
+type listedWorkflow struct {
+	WorkflowSummary
+	memo map[string]string
+}
+
+// listByType lists workflows of one type, newest first, with their memos
+// (runs and sweeps keep name, cluster and env there).
+func (s *Server) listByType(ctx context.Context, typ string, limit int) ([]listedWorkflow, error) {
+	resp, err := s.d.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: s.d.Namespace, PageSize: int32(limit), Query: "WorkflowType = '" + typ + "'",
+	})
+	if err != nil {
+		return nil, temporalErr("list "+typ+" workflows", err)
+	}
+	var out []listedWorkflow
+	for _, e := range resp.GetExecutions() {
+		w := listedWorkflow{WorkflowSummary: summary(e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId(), e.GetType().GetName(), e.GetStatus(), "", e.GetStartTime().AsTime(), e.GetCloseTime()),
+			memo: map[string]string{}}
+		for k, p := range e.GetMemo().GetFields() {
+			var v string
+			if converter.GetDefaultDataConverter().FromPayload(p, &v) == nil {
+				w.memo[k] = v
+			}
+		}
+		out = append(out, w)
+	}
+	return out, nil
 }
 
 func (s *Server) checkpoints() *checkpoint.Store {

@@ -9,9 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/trainyard/trainyard/internal/auth"
@@ -142,30 +140,15 @@ func (s *Server) registerSweeps() {
 
 	huma.Register(s.API, op(http.MethodGet, "/v1/sweeps", "list-sweeps", "List sweeps, newest first", auth.Viewer, "sweeps"),
 		func(ctx context.Context, in *listRunsInput) (*listSweepsOutput, error) {
-			resp, err := s.d.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-				Namespace: s.d.Namespace, PageSize: int32(in.Limit), Query: "WorkflowType = '" + sweep.Name + "'",
-			})
+			ws, err := s.listByType(ctx, sweep.Name, in.Limit)
 			if err != nil {
-				return nil, temporalErr("list sweeps", err)
+				return nil, err
 			}
 			out := &listSweepsOutput{}
 			out.Body.Sweeps = []SweepSummary{}
-			for _, e := range resp.GetExecutions() {
-				w := summary(e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId(), e.GetType().GetName(), e.GetStatus(), "", e.GetStartTime().AsTime(), e.GetCloseTime())
-				r := SweepSummary{ID: w.WorkflowID, Status: w.Status, StartTime: w.StartTime, CloseTime: w.CloseTime}
-				for k, p := range e.GetMemo().GetFields() {
-					var v string
-					_ = converter.GetDefaultDataConverter().FromPayload(p, &v)
-					switch k {
-					case "name":
-						r.Name = v
-					case "cluster":
-						r.Cluster = v
-					case "env":
-						r.Env = v
-					}
-				}
-				out.Body.Sweeps = append(out.Body.Sweeps, r)
+			for _, w := range ws {
+				out.Body.Sweeps = append(out.Body.Sweeps, SweepSummary{ID: w.WorkflowID, Status: w.Status, StartTime: w.StartTime, CloseTime: w.CloseTime,
+					Name: w.memo["name"], Cluster: w.memo["cluster"], Env: w.memo["env"]})
 			}
 			return out, nil
 		})

@@ -127,6 +127,12 @@ func TestSweepGrid(t *testing.T) {
 		t.Errorf("sweep show:\n%s", out)
 	}
 	t.Logf("grid sweep:\n%s", out)
+	if ls := cli(t, dev, "sweep", "ls"); !strings.Contains(ls, id) || !strings.Contains(ls, "lr-grid") || !strings.Contains(ls, "completed") {
+		t.Errorf("sweep ls:\n%s", ls)
+	}
+	if ls := cli(t, dev, "run", "ls"); strings.Count(ls, "lr-grid") != 4 {
+		t.Errorf("run ls lists the trials as runs:\n%s", ls)
+	}
 }
 
 // TestSweepSharesOneGPU: four command trials with gpus_per_trial 0.25 hold
