@@ -215,10 +215,14 @@ func (in *instance) callStatus(ctx context.Context, f fn, nargs int, timeout tim
 	case statusFault:
 		msg := in.lastError(ctx)
 		in.broken = true
-		return &CallError{Plugin: in.label, Call: fnNames[f], Err: fmt.Errorf("%w: %s", ErrGuestFault, msg)}
+		ce := &CallError{Plugin: in.label, Call: fnNames[f], Err: fmt.Errorf("%w: %s", ErrGuestFault, msg)}
+		recordFault(ce)
+		return ce
 	default:
 		in.broken = true
-		return &CallError{Plugin: in.label, Call: fnNames[f], Err: fmt.Errorf("%w: unknown status %d", ErrProtocol, st)}
+		ce := &CallError{Plugin: in.label, Call: fnNames[f], Err: fmt.Errorf("%w: unknown status %d", ErrProtocol, st)}
+		recordFault(ce)
+		return ce
 	}
 }
 
@@ -241,7 +245,9 @@ func (in *instance) classify(call string, err error, took, timeout time.Duration
 	if s := in.stderr.String(); s != "" {
 		cause = fmt.Errorf("%w; stderr: %s", cause, stderrSummary(s))
 	}
-	return &CallError{Plugin: in.label, Call: call, Err: cause}
+	ce := &CallError{Plugin: in.label, Call: call, Err: cause}
+	recordFault(ce)
+	return ce
 }
 
 // outOfMemory guesses whether a failure was memory exhaustion: the guest

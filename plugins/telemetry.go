@@ -2,12 +2,51 @@ package plugins
 
 import (
 	"context"
+	"errors"
+	"sync"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
+
+// MetricFaults counts plugin calls that cost their instance (traps,
+// timeouts, memory exhaustion, guest faults, protocol violations), by
+// plugin, call and reason: a plugin that keeps getting discarded shows up
+// on /metrics before anyone reads a log.
+const MetricFaults = "trainyard.plugin.faults"
+
+// faults is created on first use, after the process installed its meter
+// provider.
+var faults = sync.OnceValue(func() metric.Int64Counter {
+	c, _ := otel.Meter("github.com/trainyard/trainyard/plugins").Int64Counter(MetricFaults, metric.WithUnit("{fault}"),
+		metric.WithDescription("Plugin calls that failed and discarded their instance, by plugin, call and reason."))
+	return c
+})
+
+// faultReasons name the sentinels of failures that discard an instance.
+var faultReasons = []struct {
+	err    error
+	reason string
+}{
+	{ErrTimeout, "timeout"}, {ErrOutOfMemory, "out_of_memory"}, {ErrTrap, "trap"},
+	{ErrGuestFault, "guest_fault"}, {ErrProtocol, "protocol"},
+}
+
+// recordFault counts err (a *CallError) against the plugin and call.
+func recordFault(ce *CallError) {
+	reason := "other"
+	for _, r := range faultReasons {
+		if errors.Is(ce.Err, r.err) {
+			reason = r.reason
+			break
+		}
+	}
+	faults().Add(context.Background(), 1, metric.WithAttributes(
+		attribute.String("plugin", ce.Plugin), attribute.String("call", ce.Call), attribute.String("reason", reason)))
+}
 
 // SpanLoad is the span of one Load: compile (or compile-cache hit), checks
 // and the first instance, under whatever span the caller's context holds.

@@ -213,12 +213,21 @@ func TestTrainCartPoleSurvivesAgentAndControlPlaneKill(t *testing.T) {
 
 	// 2. kill -9 the whole control plane in the middle of a run.
 	id2 := submit(dev, 2)
-	waitRun(t, dev, id2, 2*time.Minute, func(r runView) bool { return r.Progress.Checkpoint >= 1 && r.Progress.State == "running" })
+	before := waitRun(t, dev, id2, 2*time.Minute, func(r runView) bool { return r.Progress.Checkpoint >= 1 && r.Progress.State == "running" })
 	dev.kill(syscall.SIGKILL)
 	start := time.Now()
 	dev2 := startDev(t, dir, ports...)
 	r2 := waitRun(t, dev2, id2, 4*time.Minute, func(r runView) bool { return r.Status != "running" })
 	assertLearned(t, r2)
+	// The agent outlives the control plane, so the segment in flight may
+	// finish in memory; if the run was restored instead, it must be from a
+	// checkpoint at least as new as the latest one seen before the kill.
+	for _, rs := range r2.Progress.Restores {
+		if rs.Checkpoint < before.Progress.Checkpoint {
+			t.Fatalf("run %s restored from checkpoint %d after the control plane died past checkpoint %d: a stale checkpoint", id2, rs.Checkpoint, before.Progress.Checkpoint)
+		}
+	}
+	t.Logf("control plane killed at iteration %d (checkpoint %d); restores afterwards: %v", before.Progress.Iteration, before.Progress.Checkpoint, r2.Progress.Restores)
 	t.Logf("control plane restart: run completed %v after the kill", time.Since(start).Round(time.Millisecond))
 	if out := cli(t, dev2, "run", "ls"); !strings.Contains(out, id) || !strings.Contains(out, id2) {
 		t.Fatalf("run ls: %s", out)

@@ -32,7 +32,9 @@ type AllocateInput struct {
 
 // Allocate asks the cluster workflow for a node (a workflow update, so the
 // answer is synchronous and the decision is recorded in its history).
-func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (cluster.Allocation, error) {
+func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (alloc cluster.Allocation, err error) {
+	start := time.Now()
+	defer func() { placementMetrics().observe(ctx, in.Cluster, in.Request.JobID, time.Since(start), err) }()
 	h, err := a.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   cluster.WorkflowID(in.Cluster),
 		UpdateName:   cluster.UpdateAllocate,
@@ -42,11 +44,8 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (cluster.Al
 	if err != nil {
 		return cluster.Allocation{}, fmt.Errorf("cluster %s: %w", in.Cluster, err)
 	}
-	var alloc cluster.Allocation
-	if err := h.Get(ctx, &alloc); err != nil {
-		return alloc, err
-	}
-	return alloc, nil
+	err = h.Get(ctx, &alloc)
+	return alloc, err
 }
 
 // AgentActivities run on a node's agent.
