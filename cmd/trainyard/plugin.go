@@ -68,9 +68,14 @@ func newPluginCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "uploading %s (%s)…\n", args[0], humanBytes(len(data)))
+			bar := newByteProgress(os.Stderr, "uploading "+filepath.Base(args[0]))
+			if !bar.tty {
+				fmt.Fprintf(os.Stderr, "uploading %s (%s)…\n", args[0], humanBytes(len(data)))
+			}
 			var rec pluginstore.Record
-			if err := c.Upload(cmd.Context(), "/v1/plugins", "module", filepath.Base(args[0]), data, &rec); err != nil {
+			err = c.Upload(cmd.Context(), "/v1/plugins", "module", filepath.Base(args[0]), data, &rec, bar.update)
+			bar.done()
+			if err != nil {
 				return fmt.Errorf("push %s: %w", args[0], err)
 			}
 			return cf.print(os.Stdout, rec, func(w *tabwriter.Writer) { pluginTable(w, []pluginstore.Record{rec}) })

@@ -391,7 +391,10 @@ func pluginRef(ctx context.Context, c *apiclient.Client, ref string) (string, er
 	var rec struct {
 		ID string `json:"id"`
 	}
-	if err := c.Upload(ctx, "/v1/plugins", "module", filepath.Base(ref), b, &rec); err != nil {
+	bar := newByteProgress(os.Stderr, "uploading "+filepath.Base(ref))
+	err = c.Upload(ctx, "/v1/plugins", "module", filepath.Base(ref), b, &rec, bar.update)
+	bar.done()
+	if err != nil {
 		return "", fmt.Errorf("upload %s: %w", ref, err)
 	}
 	return rec.ID, nil

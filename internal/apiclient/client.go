@@ -74,8 +74,10 @@ func (c *Client) JSON(ctx context.Context, method, path string, in, out any) err
 	return c.Do(ctx, method, path, body, ct, out)
 }
 
-// Upload sends file as the multipart form field named field.
-func (c *Client) Upload(ctx context.Context, path, field, filename string, data []byte, out any) error {
+// Upload sends file as the multipart form field named field. progress,
+// when non-nil, is called as the body goes out (bytes sent, body size);
+// the server answers only after it has validated the upload.
+func (c *Client) Upload(ctx context.Context, path, field, filename string, data []byte, out any, progress func(sent, total int64)) error {
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
 	h := make(map[string][]string)
@@ -91,7 +93,32 @@ func (c *Client) Upload(ctx context.Context, path, field, filename string, data 
 	if err := mw.Close(); err != nil {
 		return err
 	}
-	return c.Do(ctx, http.MethodPost, path, &buf, mw.FormDataContentType(), out)
+	var body io.Reader = &buf
+	if progress != nil {
+		body = &progressReader{r: &buf, total: int64(buf.Len()), fn: progress}
+	}
+	return c.Do(ctx, http.MethodPost, path, body, mw.FormDataContentType(), out)
+}
+
+// progressReader reports how much of a body of known size was read.
+type progressReader struct {
+	r     io.Reader
+	sent  int64
+	total int64
+	fn    func(sent, total int64)
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	// Small reads, so a fast loopback upload still shows movement.
+	if len(b) > 256<<10 {
+		b = b[:256<<10]
+	}
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.sent += int64(n)
+		p.fn(p.sent, p.total)
+	}
+	return n, err
 }
 
 // Do performs a request; out may be nil, a *[]byte for raw bytes, or a
@@ -100,6 +127,9 @@ func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, co
 	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, body)
 	if err != nil {
 		return err
+	}
+	if p, ok := body.(*progressReader); ok { // a sized body, not chunked
+		req.ContentLength = p.total
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
