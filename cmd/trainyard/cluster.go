@@ -89,6 +89,15 @@ func newClusterCmd() *cobra.Command {
 			qerr := c.JSON(cmd.Context(), http.MethodGet, "/v1/clusters/"+url.PathEscape(args[0])+"/queue", nil, &q)
 			return cf.print(os.Stdout, st, func(w *tabwriter.Writer) {
 				clusterTable(w, st)
+				if len(st.Endpoints) > 0 { // health is checked now, only for the table
+					var eps struct {
+						Endpoints []api.EndpointHealth `json:"endpoints"`
+					}
+					if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/clusters/"+url.PathEscape(args[0])+"/endpoints", nil, &eps); err == nil {
+						fmt.Fprintln(w)
+						endpointTable(w, eps.Endpoints)
+					}
+				}
 				if qerr == nil && len(q.Waiting) > 0 {
 					fmt.Fprintln(w)
 					queueTable(w, q)

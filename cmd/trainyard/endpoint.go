@@ -66,21 +66,25 @@ func newEndpointCmd() *cobra.Command {
 			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/clusters/"+url.PathEscape(args[0])+"/endpoints", nil, &out); err != nil {
 				return err
 			}
-			return cf.print(os.Stdout, out, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, "ENDPOINT\tURL\tMODEL\tSERVED BY\tHEALTHY\tLATENCY\tERROR")
-				for _, e := range out.Endpoints {
-					by := strings.Join(e.Nodes, ",")
-					if e.GPUs > 0 {
-						by += fmt.Sprintf(" (%d GPU/node)", e.GPUs)
-					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%.0fms\t%s\n", e.Name, e.URL, e.Model, by, e.Healthy, e.LatencyMS, e.Error)
-				}
-			})
+			return cf.print(os.Stdout, out, func(w *tabwriter.Writer) { endpointTable(w, out.Endpoints) })
 		},
 	}
 	addClientFlags(status, cf)
 	cmd.AddCommand(check, chat, status)
 	return cmd
+}
+
+// endpointTable lists endpoints with their health (endpoint status and
+// the bottom of cluster status).
+func endpointTable(w io.Writer, eps []api.EndpointHealth) {
+	fmt.Fprintln(w, "ENDPOINT\tURL\tMODEL\tSERVED BY\tHEALTHY\tLATENCY\tERROR")
+	for _, e := range eps {
+		by := strings.Join(e.Nodes, ",")
+		if e.GPUs > 0 {
+			by += fmt.Sprintf(" (%d GPU/node)", e.GPUs)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%.0fms\t%s\n", e.Name, e.URL, e.Model, by, e.Healthy, e.LatencyMS, e.Error)
+	}
 }
 
 func checkEndpoints(ctx context.Context, w io.Writer, c *spec.Cluster, names []string, timeout time.Duration) error {

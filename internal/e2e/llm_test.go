@@ -72,6 +72,9 @@ endpoints:
 	} else {
 		t.Logf("trainyard endpoint status lab:\n%s", out)
 	}
+	if out := cli(t, dev, "cluster", "status", "lab"); !strings.Contains(out, "ENDPOINT") || !strings.Contains(out, "llm") || !strings.Contains(out, "true") {
+		t.Fatalf("cluster status does not show the endpoint's health: %s", out)
+	}
 	var rec struct {
 		ID string `json:"id"`
 	}
