@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -282,6 +283,17 @@ func (s *Server) registerClusters() {
 func (s *Server) queryClusterStatus(ctx context.Context, name string) (cluster.Status, error) {
 	var st cluster.Status
 	v, err := s.d.Temporal.QueryWorkflow(ctx, cluster.WorkflowID(name), "", cluster.QueryStatus)
+	// A run that just continued as new answers queries before its first
+	// workflow task registered the handler ("unknown queryType"): that
+	// lasts one task, so ask again for a few seconds instead of a 503.
+	for i := 0; err != nil && notReady(err) && i < 30; i++ {
+		select {
+		case <-ctx.Done():
+			return st, temporalErr("cluster "+name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+		v, err = s.d.Temporal.QueryWorkflow(ctx, cluster.WorkflowID(name), "", cluster.QueryStatus)
+	}
 	if err != nil {
 		return st, temporalErr("cluster "+name, err)
 	}
@@ -289,6 +301,11 @@ func (s *Server) queryClusterStatus(ctx context.Context, name string) (cluster.S
 		return st, huma.Error500InternalServerError("decode cluster status", err)
 	}
 	return st, nil
+}
+
+// notReady: the query reached a workflow run whose code has not run yet.
+func notReady(err error) bool {
+	return strings.Contains(err.Error(), "unknown queryType")
 }
 
 func (s *Server) command(ctx context.Context, name string, cmd cluster.Command) (*clusterRefOutput, error) {
