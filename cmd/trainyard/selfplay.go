@@ -28,7 +28,7 @@ func registerSelfplayAgent(ctx context.Context, w worker.Registry, o *agentOptio
 	if err != nil {
 		return err
 	}
-	workflows.RegisterSelfplayAgent(w, &selfplay.AgentActivities{Plugins: runner.Plugins, PluginStore: runner.Store, Store: store, Dir: dir, Node: o.node})
+	workflows.RegisterSelfplayAgent(w, &selfplay.AgentActivities{Plugins: runner.Plugins, PluginStore: runner.Store, Store: store, Dir: dir, Node: o.node, Drain: runner.Drain})
 	return nil
 }
 

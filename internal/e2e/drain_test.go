@@ -1,17 +1,21 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/trainyard/trainyard/api"
 	"github.com/trainyard/trainyard/plugins/plugintest"
+	"github.com/trainyard/trainyard/workflows/selfplay"
 )
 
 // spotMetadata serves AWS's spot instance-action protocol (IMDSv2) per node
@@ -147,4 +151,119 @@ nodes:
 	assertProblem(t, code, hdr, raw, http.StatusNotFound, "")
 	code, hdr, raw = dev.call("POST", "/v1/clusters/lab/nodes/node-a/drain?deadline=soon", dev.admin, nil, nil)
 	assertProblem(t, code, hdr, raw, http.StatusUnprocessableEntity, "query.deadline")
+}
+
+// TestDrainedSelfplayLosesNoGames is issue 10's "use the preemption
+// notice" for self-play: a node running a self-play batch that is drained
+// through the API, or whose agent gets SIGTERM, stops its games in flight,
+// syncs every game it finished (with a 30 s sync interval, long before the
+// next periodic sync) and the loop moves the batch to the other node,
+// which resumes from exactly the games in S3: 0 games lost each time,
+// counted as the killed attempt's spool (games played) against the games
+// in S3. For comparison a plain kill -9 of the agent, measured the same
+// way, loses every game since the last sync (up to one interval).
+func TestDrainedSelfplayLosesNoGames(t *testing.T) {
+	dev, dir := selfplayDev(t)
+	s3 := s3Client(t, dev, "")
+	const interval = 30 * time.Second
+	body := fmt.Sprintf(`{"cluster":"lab","config":"square8_2p","settings":{"generations":1,"games_per_generation":100000,"simulations":48,"bootstrap":"rollouts",
+		"sync_interval":%d,"seed":13,"quality":{"min_games":48}}}`, interval.Nanoseconds())
+	if code, _, raw := dev.call("POST", "/v1/selfplay", dev.admin, body, nil); code != http.StatusCreated {
+		t.Fatalf("start loop: %d %s", code, raw)
+	}
+	id := "lab/square8_2p"
+	sp := waitLoop(t, dev, id, 2*time.Minute, func(sp api.Selfplay) bool {
+		return sp.State.Phase == "selfplay" && sp.LoopID != "" && sp.Live != nil && sp.Live.Played >= 3
+	})
+	prefix := selfplay.GamesPrefix(sp.LoopID, 1)
+	agentPID := func(node string) int {
+		var st clusterStatus
+		dev.call("GET", "/v1/clusters/lab", dev.admin, nil, &st)
+		for _, n := range st.Nodes {
+			if n.Name == node {
+				return n.AgentPID
+			}
+		}
+		t.Fatalf("no agent pid for node %s", node)
+		return 0
+	}
+	// lost counts an attempt's finished games (its spool) not in S3.
+	lost := func(attempt int) (played, inS3, lost int) {
+		spool, _ := readAttemptSpool(t, dir, sp.LoopID, attempt)
+		synced := map[int]bool{}
+		for _, b := range readBatches(t, dev, s3, prefix, attempt) {
+			for _, i := range b.indexes {
+				if !spool[i] {
+					t.Fatalf("attempt %d: game %d is in S3 but not in the spool", attempt, i)
+				}
+				synced[i] = true
+			}
+		}
+		for i := range spool {
+			if !synced[i] {
+				lost++
+			}
+		}
+		return len(spool), len(synced), lost
+	}
+	// move drains the node of attempt n by trigger and checks that attempt
+	// n+1 runs elsewhere from exactly the games in S3, with 0 lost.
+	total := 0
+	move := func(how string, attempt int, trigger func(node string)) string {
+		cur := waitLoop(t, dev, id, 2*time.Minute, func(sp api.Selfplay) bool {
+			return sp.State.Phase == "selfplay" && sp.Live != nil && sp.Live.Played >= 3 && len(sp.State.Generations) == 1 && sp.State.Generations[0].Attempts == attempt
+		})
+		node, drains := cur.State.Node, cur.State.Drains
+		before := countBatches(t, dev, s3, prefix, attempt)
+		trigger(node)
+		next := waitLoop(t, dev, id, 2*time.Minute, func(sp api.Selfplay) bool {
+			return sp.State.Drains > drains && sp.State.Generations[0].Attempts == attempt+1 && sp.Live != nil && sp.State.Phase == "selfplay"
+		})
+		played, inS3, n := lost(attempt)
+		total += inS3
+		t.Logf("%s on %s: attempt %d played %d games (%d uploads before the notice), %d in S3, %d lost; attempt %d on %s resumed from %d (%s)",
+			how, node, attempt, played, before, inS3, n, attempt+1, next.State.Node, next.Live.Resumed, next.State.Reason)
+		if played == 0 || n != 0 {
+			t.Fatalf("%s: %d of %d finished games lost", how, n, played)
+		}
+		if next.State.Node == node || next.Live.Resumed != total || next.State.Failures != 0 {
+			t.Fatalf("%s: the retry runs on %s (was %s) resuming from %d games (S3 has %d), %d failures",
+				how, next.State.Node, node, next.Live.Resumed, total, next.State.Failures)
+		}
+		return node
+	}
+
+	drained := move("drain request", 1, func(node string) {
+		cli(t, dev, "cluster", "nodes", "drain", "lab", node, "--deadline", "30s")
+	})
+	cli(t, dev, "cluster", "nodes", "undrain", "lab", drained)
+
+	var sigterm time.Time
+	move("SIGTERM", 2, func(node string) {
+		sigterm = time.Now()
+		if err := syscall.Kill(agentPID(node), syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	// kill -9 of attempt 3's agent: no chance to sync. Its periodic sync
+	// cannot have run when it dies less than one interval after the
+	// SIGTERM that preceded the attempt's start.
+	cur := waitLoop(t, dev, id, time.Minute, func(sp api.Selfplay) bool { return sp.Live != nil && sp.Live.Played >= 2 })
+	pid := agentPID(cur.State.Node)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killedAfter := time.Since(sigterm)
+	for syscall.Kill(pid, 0) == nil {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); bytes.Contains(b, []byte(") Z ")) || len(b) == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	played, inS3, n := lost(3)
+	t.Logf("kill -9 on %s %v into attempt 3: %d games played, %d in S3, %d lost (drained: 0 and 0)", cur.State.Node, killedAfter.Round(time.Millisecond), played, inS3, n)
+	if killedAfter < interval-5*time.Second && (n == 0 || n != played) {
+		t.Fatalf("kill -9 before attempt 3's first sync: %d games played, %d lost, want all of them lost", played, n)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/trainyard/trainyard/internal/agent/drain"
 	"github.com/trainyard/trainyard/internal/games/kinrow"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginstore"
@@ -35,6 +36,11 @@ type AgentActivities struct {
 	Dir string
 	// Node names the agent in batch objects.
 	Node string
+	// Drain is the agent's drain switch: once thrown (an operator's drain,
+	// a preemption notice, SIGTERM) a self-play batch stops its games in
+	// flight, syncs every finished game and returns ErrDrained, so the
+	// loop moves with no finished game lost. Nil never drains.
+	Drain *drain.Signal
 }
 
 // SpoolPath is an attempt's spool file under the agent's dir.
@@ -178,6 +184,22 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 	go func() { wg.Wait(); close(finished) }()
 
 	var pending []Numbered
+	// rest stops the games in flight and collects every game that
+	// finished (and was spooled) before that, so the sync after it
+	// uploads all of them: a finished game is never dropped on the way
+	// from a worker to the collector.
+	rest := func() {
+		cancel()
+		for {
+			select {
+			case g := <-results:
+				pending = append(pending, g)
+				prog.Played++
+			case <-finished:
+				return
+			}
+		}
+	}
 	seq := 0
 	flush := func(ctx context.Context) error {
 		if len(pending) == 0 {
@@ -199,6 +221,7 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 	defer tick.Stop()
 	beat := time.NewTicker(2 * time.Second)
 	defer beat.Stop()
+	drained := a.Drain.Done()
 	for {
 		select {
 		case g := <-results:
@@ -222,8 +245,19 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 				return prog, err
 			}
 			return prog, nil
+		case <-drained:
+			// The node drains: sync everything finished, then move.
+			rest()
+			if err := flush(context.WithoutCancel(ctx)); err != nil {
+				return prog, err
+			}
+			return prog, temporal.NewApplicationErrorWithOptions(
+				fmt.Sprintf("node %s drains (%s): %d games synced, %d this attempt", a.Node, a.Drain.Reason(), prog.Synced, prog.Played),
+				ErrDrained, temporal.ApplicationErrorOptions{Details: []any{prog}})
 		case <-ctx.Done():
-			// Cancelled or drained: a last sync of what finished.
+			// Cancelled (or the worker stopping): a last sync of every
+			// game that finished.
+			rest()
 			_ = flush(context.WithoutCancel(ctx))
 			return prog, ctx.Err()
 		}
