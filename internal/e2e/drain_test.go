@@ -48,8 +48,9 @@ func (m *spotMetadata) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // run on a node that is drained through the API, that gets a spot
 // preemption notice, or whose agent gets SIGTERM, checkpoints the iteration
 // it is on and moves; none is a lost segment, and each resumes from at
-// least the iteration it was seen at just before (a kill -9 would resume
-// from the last periodic checkpoint, up to checkpoint_every back).
+// least the iteration it was seen at just before; a kill -9 of the agent,
+// measured after them, resumes from the last checkpoint and redoes the
+// iterations since (up to checkpoint_every).
 func TestDrainLosesNoIterations(t *testing.T) {
 	wasm := plugintest.BuildGo(t, "./plugins/examples/cartpole")
 	meta := &spotMetadata{noticed: map[string]bool{}}
@@ -119,7 +120,7 @@ nodes:
 	}
 	cli(t, dev, "cluster", "nodes", "undrain", "lab", drained)
 
-	move("spot preemption notice", func(node string) {
+	noticed := move("spot preemption notice", func(node string) {
 		meta.mu.Lock()
 		meta.noticed[node] = true
 		meta.mu.Unlock()
@@ -139,12 +140,46 @@ nodes:
 		t.Fatalf("no agent pid for %s", node)
 	})
 
+	// For comparison, measured: kill -9 of the agent, no notice. Nothing
+	// checkpoints; the run resumes from its last checkpoint (the SIGTERM's,
+	// where this segment began), redoing every iteration since. The
+	// preempted node is back for it to move to.
+	meta.mu.Lock()
+	meta.noticed[noticed] = false
+	meta.mu.Unlock()
+	cli(t, dev, "cluster", "nodes", "undrain", "lab", noticed)
+	r := waitRun(t, dev, id, 2*time.Minute, func(r runView) bool {
+		return r.Progress.State == "running" && r.Live != nil && r.Live.Iteration >= last+3
+	})
+	node, seen, restores := r.Progress.Node, r.Live.Iteration, len(r.Progress.Restores)
+	var st clusterStatus
+	dev.call("GET", "/v1/clusters/lab", dev.admin, nil, &st)
+	for _, n := range st.Nodes {
+		if n.Name == node {
+			if err := syscall.Kill(n.AgentPID, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r = waitRun(t, dev, id, 2*time.Minute, func(r runView) bool {
+		return len(r.Progress.Restores) > restores && r.Progress.State == "running"
+	})
+	rs := r.Progress.Restores[len(r.Progress.Restores)-1]
+	t.Logf("kill -9: %s seen at iteration %d, resumed on %s from iteration %d: %d or more iterations redone (the drains above: 0)",
+		node, seen, rs.Node, rs.Iteration, seen-rs.Iteration)
+	// Seen before the segment's periodic checkpoint (checkpoint_every
+	// after the SIGTERM's), the redone iterations are certain.
+	if seen < last+every && (rs.Iteration >= seen || r.Progress.Failures != 1) {
+		t.Fatalf("kill -9 at iteration %d (last checkpoint %d): resumed from %d with %d failures; want iterations redone and one lost segment",
+			seen, last, rs.Iteration, r.Progress.Failures)
+	}
+
 	if code, _, raw := dev.call("POST", "/v1/runs/"+id+"/cancel", dev.admin, nil, nil); code != http.StatusAccepted {
 		t.Fatalf("cancel: %d %s", code, raw)
 	}
-	r := waitRun(t, dev, id, time.Minute, func(r runView) bool { return r.Status != "running" })
-	if r.Progress.Drains != 3 || r.Progress.Failures != 0 {
-		t.Fatalf("after three drains: %+v", r.Progress)
+	r = waitRun(t, dev, id, time.Minute, func(r runView) bool { return r.Status != "running" })
+	if r.Progress.Drains != 3 || r.Progress.Failures != 1 {
+		t.Fatalf("after three drains and a kill -9: %+v", r.Progress)
 	}
 	// Bad input: an unknown node is a 404, a bad deadline a 422 naming it.
 	code, hdr, raw := dev.call("POST", "/v1/clusters/lab/nodes/nope/drain", dev.admin, nil, nil)

@@ -138,6 +138,11 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 	jobs := make(chan int)
 	results := make(chan Numbered)
 	errs := make(chan error, in.Parallel)
+	// abandon is closed when the collector stops collecting; until then a
+	// worker always hands its finished (spooled) game over, even once
+	// cancelled.
+	abandon := make(chan struct{})
+	defer close(abandon)
 	var wg sync.WaitGroup
 	for w := 0; w < min(in.Parallel, len(todo)); w++ {
 		wg.Add(1)
@@ -164,7 +169,7 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 				writeSpool(SpoolLine{Game: &i})
 				select {
 				case results <- Numbered{Index: i, Game: g}:
-				case <-pctx.Done():
+				case <-abandon:
 					return
 				}
 			}
@@ -234,8 +239,8 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 		case <-beat.C:
 			activity.RecordHeartbeat(ctx, prog)
 		case err := <-errs:
-			cancel()
 			// Keep what finished: a retry need not play it again.
+			rest()
 			_ = flush(context.WithoutCancel(ctx))
 			return prog, fmt.Errorf("self-play %s generation %d: %w", in.Config, in.Generation, err)
 		case <-finished:
