@@ -148,8 +148,14 @@ nodes:
 	meta.noticed[noticed] = false
 	meta.mu.Unlock()
 	cli(t, dev, "cluster", "nodes", "undrain", "lab", noticed)
+	// Segments run checkpoint_every iterations from the last restore: kill
+	// in the first half of one, a few iterations past its checkpoint.
 	r := waitRun(t, dev, id, 2*time.Minute, func(r runView) bool {
-		return r.Progress.State == "running" && r.Live != nil && r.Live.Iteration >= last+3
+		if r.Progress.State != "running" || r.Live == nil || r.Live.Iteration < last+3 {
+			return false
+		}
+		into := (r.Live.Iteration - last) % every
+		return into >= 3 && into <= every/2
 	})
 	node, seen, restores := r.Progress.Node, r.Live.Iteration, len(r.Progress.Restores)
 	var st clusterStatus
@@ -167,11 +173,11 @@ nodes:
 	rs := r.Progress.Restores[len(r.Progress.Restores)-1]
 	t.Logf("kill -9: %s seen at iteration %d, resumed on %s from iteration %d: %d or more iterations redone (the drains above: 0)",
 		node, seen, rs.Node, rs.Iteration, seen-rs.Iteration)
-	// Seen before the segment's periodic checkpoint (checkpoint_every
-	// after the SIGTERM's), the redone iterations are certain.
-	if seen < last+every && (rs.Iteration >= seen || r.Progress.Failures != 1) {
-		t.Fatalf("kill -9 at iteration %d (last checkpoint %d): resumed from %d with %d failures; want iterations redone and one lost segment",
-			seen, last, rs.Iteration, r.Progress.Failures)
+	// Seen at least 3 iterations past the segment's start and half a
+	// segment before its end, the redone iterations are certain.
+	if rs.Iteration >= seen || rs.Iteration < seen-every || r.Progress.Failures != 1 {
+		t.Fatalf("kill -9 at iteration %d (restored at %d, checkpoint every %d): resumed from %d with %d failures; want iterations redone, at most one interval, and one lost segment",
+			seen, last, every, rs.Iteration, r.Progress.Failures)
 	}
 
 	if code, _, raw := dev.call("POST", "/v1/runs/"+id+"/cancel", dev.admin, nil, nil); code != http.StatusAccepted {
@@ -196,7 +202,7 @@ nodes:
 // which resumes from exactly the games in S3: 0 games lost each time,
 // counted as the killed attempt's spool (games played) against the games
 // in S3. For comparison a plain kill -9 of the agent, measured the same
-// way, loses every game since the last sync (up to one interval).
+// way, loses every game finished since its last sync (up to one interval).
 func TestDrainedSelfplayLosesNoGames(t *testing.T) {
 	dev, dir := selfplayDev(t)
 	s3 := s3Client(t, dev, "")
@@ -273,23 +279,29 @@ func TestDrainedSelfplayLosesNoGames(t *testing.T) {
 	})
 	cli(t, dev, "cluster", "nodes", "undrain", "lab", drained)
 
-	var sigterm time.Time
 	move("SIGTERM", 2, func(node string) {
-		sigterm = time.Now()
 		if err := syscall.Kill(agentPID(node), syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 	})
 
-	// kill -9 of attempt 3's agent: no chance to sync. Its periodic sync
-	// cannot have run when it dies less than one interval after the
-	// SIGTERM that preceded the attempt's start.
-	cur := waitLoop(t, dev, id, time.Minute, func(sp api.Selfplay) bool { return sp.Live != nil && sp.Live.Played >= 2 })
-	pid := agentPID(cur.State.Node)
+	// kill -9 of attempt 3's agent: no chance to sync. Killed once its
+	// spool shows games finished since its last sync, it loses at least
+	// those (as long as no sync ran between that look and the kill).
+	unsynced := func() (n, synced int) {
+		played, s := readAttemptSpool(t, dir, sp.LoopID, 3)
+		if s == 0 {
+			s = total // no upload yet: S3 holds what attempt 3 resumed from
+		}
+		return len(played) - (s - total), s
+	}
+	node := getLoop(t, dev, id).State.Node
+	pid := agentPID(node)
+	var pre, preSynced int
+	waitFor(t, func() bool { pre, preSynced = unsynced(); return pre >= 2 })
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	killedAfter := time.Since(sigterm)
 	for syscall.Kill(pid, 0) == nil {
 		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); bytes.Contains(b, []byte(") Z ")) || len(b) == 0 {
 			break
@@ -297,8 +309,10 @@ func TestDrainedSelfplayLosesNoGames(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	played, inS3, n := lost(3)
-	t.Logf("kill -9 on %s %v into attempt 3: %d games played, %d in S3, %d lost (drained: 0 and 0)", cur.State.Node, killedAfter.Round(time.Millisecond), played, inS3, n)
-	if killedAfter < interval-5*time.Second && (n == 0 || n != played) {
-		t.Fatalf("kill -9 before attempt 3's first sync: %d games played, %d lost, want all of them lost", played, n)
+	_, postSynced := unsynced()
+	t.Logf("kill -9 on %s during attempt 3: %d games played, %d in S3, %d lost (%d unsynced just before the kill; the drains: 0 and 0)",
+		node, played, inS3, n, pre)
+	if postSynced == preSynced && n < pre {
+		t.Fatalf("kill -9 with %d games unsynced lost only %d", pre, n)
 	}
 }
