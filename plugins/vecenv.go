@@ -179,7 +179,7 @@ func (v *VecEnv) Snapshot() ([]byte, error) {
 		return nil, fmt.Errorf("plugin %s: env_save: env %w", v.m.label, ErrClosed)
 	}
 	if v.in == nil {
-		return nil, fmt.Errorf("plugin %s: env_save: the instance was discarded after a failure; call Reset", v.m.label)
+		return nil, nil // discarded after a failure: its state is gone, a restore resets
 	}
 	in := v.in
 	if in.fns[fnEnvSave] == nil || in.fns[fnEnvRestore] == nil {
