@@ -42,12 +42,14 @@ const (
 	fnGameRestore
 	fnGameObserve
 	fnFree
+	fnEnvSave
+	fnEnvRestore
 	numFns
 )
 
 var fnNames = [numFns]string{"abi_version", "metadata", "alloc", "last_error", "init", "reset", "step_batch",
 	"reward_batch", "game_reset", "game_to_move", "game_legal", "game_apply", "game_outcome", "game_save",
-	"game_restore", "game_observe", "free"}
+	"game_restore", "game_observe", "free", "env_save", "env_restore"}
 
 // instance is one sandboxed instantiation. It is used by one goroutine at a
 // time; once broken it is closed and never reused.

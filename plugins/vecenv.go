@@ -2,6 +2,8 @@ package plugins
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/trainyard/trainyard/internal/envs"
@@ -165,6 +167,95 @@ func (v *VecEnv) Step(actions, obs, rewards []float32, terminated, truncated []b
 		}
 	}
 	return nil
+}
+
+// Snapshot returns the envs' whole state when the plugin can save it (its
+// optional env_save export; the Go SDK's does when every env implements
+// encoding.BinaryMarshaler), so a checkpoint resumes episodes bit for bit
+// (ppo.Snapshotter). A plugin that cannot answers nil: the checkpoint then
+// holds no env state and a resumed run starts fresh episodes.
+func (v *VecEnv) Snapshot() ([]byte, error) {
+	if v.closed {
+		return nil, fmt.Errorf("plugin %s: env_save: env %w", v.m.label, ErrClosed)
+	}
+	if v.in == nil {
+		return nil, nil // discarded after a failure: its state is gone, a restore resets
+	}
+	in := v.in
+	if in.fns[fnEnvSave] == nil || in.fns[fnEnvRestore] == nil {
+		return nil, nil
+	}
+	for capacity := 64 << 10; ; {
+		buf, err := in.alloc(v.ctx, capacity+8)
+		if err != nil {
+			return nil, v.failed(err)
+		}
+		out := buf + uint32(capacity)
+		in.stack[0], in.stack[1], in.stack[2] = uint64(buf), uint64(capacity), uint64(out)
+		err = in.callStatus(v.ctx, fnEnvSave, 3, v.m.limits.CallTimeout)
+		n := int(binary.LittleEndian.Uint32(in.bytesAt(out, 4)))
+		var state []byte
+		if err == nil && n <= capacity {
+			state = append([]byte(nil), in.bytesAt(buf, n)...)
+		}
+		if ferr := in.free(v.ctx, buf); ferr != nil {
+			return nil, v.failed(ferr)
+		}
+		switch {
+		case err == nil && n <= capacity:
+			return state, nil
+		case err == nil:
+			in.broken = true
+			return nil, v.failed(&CallError{Plugin: in.label, Call: "env_save", Err: fmt.Errorf("%w: reported %d bytes, buffer holds %d", ErrProtocol, n, capacity)})
+		case errors.Is(err, ErrBadInput) && n > capacity && n <= v.m.limits.MaxStateBytes:
+			capacity = n // too small a buffer: once more with room
+		case errors.Is(err, ErrBadInput) && n > capacity:
+			return nil, fmt.Errorf("plugin %s: env_save: state of %d bytes exceeds the %d-byte limit", v.m.label, n, v.m.limits.MaxStateBytes)
+		case errors.Is(err, ErrBadInput):
+			return nil, nil // this env cannot save its state
+		default:
+			return nil, v.failed(err)
+		}
+	}
+}
+
+// RestoreSnapshot puts back a state from Snapshot (of as many envs of the
+// same plugin).
+func (v *VecEnv) RestoreSnapshot(state []byte) error {
+	if v.closed {
+		return fmt.Errorf("plugin %s: env_restore: env %w", v.m.label, ErrClosed)
+	}
+	if v.in == nil {
+		if err := v.start(); err != nil {
+			return err
+		}
+	}
+	in := v.in
+	if in.fns[fnEnvRestore] == nil {
+		return fmt.Errorf("plugin %s: env_restore: %w: env_restore", v.m.label, ErrMissingExport)
+	}
+	if len(state) > v.m.limits.MaxStateBytes {
+		return fmt.Errorf("plugin %s: env_restore: state of %d bytes exceeds the %d-byte limit", v.m.label, len(state), v.m.limits.MaxStateBytes)
+	}
+	buf, err := in.alloc(v.ctx, max(len(state), 8))
+	if err != nil {
+		return v.failed(err)
+	}
+	copy(in.bytesAt(buf, len(state)), state)
+	in.stack[0], in.stack[1] = uint64(buf), uint64(len(state))
+	err = in.callStatus(v.ctx, fnEnvRestore, 2, v.m.limits.CallTimeout)
+	if err != nil {
+		return v.failed(err)
+	}
+	return v.failed(in.free(v.ctx, buf))
+}
+
+// failed drops a broken instance and passes err on.
+func (v *VecEnv) failed(err error) error {
+	if err != nil && v.in != nil && v.in.broken {
+		v.drop()
+	}
+	return err
 }
 
 // Close returns the instance to the module's pool.

@@ -28,7 +28,7 @@ func registerSelfplayAgent(ctx context.Context, w worker.Registry, o *agentOptio
 	if err != nil {
 		return err
 	}
-	workflows.RegisterSelfplayAgent(w, &selfplay.AgentActivities{Plugins: runner.Plugins, PluginStore: runner.Store, Store: store, Dir: dir, Node: o.node})
+	workflows.RegisterSelfplayAgent(w, &selfplay.AgentActivities{Plugins: runner.Plugins, PluginStore: runner.Store, Store: store, Dir: dir, Node: o.node, Drain: runner.Drain})
 	return nil
 }
 
@@ -320,8 +320,8 @@ func selfplayTable(w *tabwriter.Writer, sp api.Selfplay) {
 	if st.Node != "" {
 		fmt.Fprintf(w, "node\t%s\n", st.Node)
 	}
-	fmt.Fprintf(w, "generation\t%d (%d completed)\ngames\t%d\nbest\t%s (Elo %.0f, velocity %.1f Elo/day)\nlost activities\t%d\n",
-		st.Generation, st.Completed, st.TotalGames, orDash(st.Best), sp.BestElo, sp.Velocity, st.Failures)
+	fmt.Fprintf(w, "generation\t%d (%d completed)\ngames\t%d\nbest\t%s (Elo %.0f, velocity %.1f Elo/day)\nlost activities\t%d\nmoved off draining nodes\t%d\n",
+		st.Generation, st.Completed, st.TotalGames, orDash(st.Best), sp.BestElo, sp.Velocity, st.Failures, st.Drains)
 	if d := st.Durations["generation"]; d != nil {
 		mean, p90 := d.Predict()
 		fmt.Fprintf(w, "generation takes\t%v (p90 %v, %d measured)\n", mean.Round(time.Second), p90.Round(time.Second), d.N)

@@ -38,6 +38,17 @@ type Problem struct {
 	} `json:"errors"`
 }
 
+// policyDenial: an admission policy refused the work (its rules are the
+// error locations "policy.RULE"), which no other token changes.
+func (p *Problem) policyDenial() bool {
+	for _, e := range p.Errors {
+		if strings.HasPrefix(e.Location, "policy.") {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *Problem) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d %s", p.Status, p.Title)
@@ -55,7 +66,9 @@ func (p *Problem) Error() string {
 	case http.StatusUnauthorized:
 		b.WriteString(" (hint: set TRAINYARD_TOKEN or --token)")
 	case http.StatusForbidden:
-		b.WriteString(" (hint: ask an admin for a token with a higher role)")
+		if !p.policyDenial() {
+			b.WriteString(" (hint: ask an admin for a token with a higher role)")
+		}
 	}
 	return b.String()
 }

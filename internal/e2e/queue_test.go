@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +114,121 @@ nodes:
 	r = waitRun(t, dev, run, time.Minute, func(r runView) bool { return r.Status == "failed" })
 	if !strings.Contains(r.Error, "can ever run this training run (waited 8s)") {
 		t.Errorf("failed run's error: %s", r.Error)
+	}
+}
+
+// TestImpossibleRunIsRefusedNotPending is issue 10's "nothing waits without
+// a reason" at submission, for training runs: a run no node of the cluster
+// could hold even empty is refused over the API and by `trainyard run
+// train` with the constraint that makes it impossible (more GPUs than any
+// node: 422 naming the GPU constraint and the nodes; more memory than any
+// node: 403 naming the policy rule node_capacity), and a run an admission
+// rule forbids is refused with that rule listed; none of them starts a
+// run that would sit pending.
+func TestImpossibleRunIsRefusedNotPending(t *testing.T) {
+	dir := t.TempDir()
+	dev := startDev(t, dir)
+	spec := `
+name: lab
+defaults:
+  provider: local
+  provisioner: {kind: local}
+nodes:
+  - {name: gpu-box, resources: {gpus: "0:GTX 1080 Ti:11GB"}}
+  - {name: cpu-box}
+`
+	if out := cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", spec)); !strings.Contains(out, "TOTAL (2 nodes") {
+		t.Fatalf("cluster up: %s", out)
+	}
+	t.Cleanup(func() { killAgentsOf(dir) })
+	// trainFails runs `trainyard run train` expecting a refusal.
+	trainFails := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(binary, append([]string{"run", "train", "--cluster", "lab", "--detach", "--data-dir", dev.dir}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("run train %v was accepted: %s", args, out)
+		}
+		return string(out)
+	}
+
+	// More GPUs than any node has: infeasible even on an empty cluster.
+	code, hdr, raw := dev.call("POST", "/v1/runs", dev.admin, map[string]any{"cluster": "lab", "algorithm": "command",
+		"command": []string{"true"}, "gpus": 2, "cpus": 0.5}, nil)
+	assertProblem(t, code, hdr, raw, http.StatusUnprocessableEntity, "body")
+	for _, want := range []string{"can never be placed on cluster lab", "infeasible even on an empty cluster", "gpu: needs 2 GPUs", "gpu-box", "cpu-box"} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("2-GPU run on 1-GPU nodes: the refusal lacks %q: %s", want, raw)
+		}
+	}
+	t.Logf("2 GPUs: %s", raw)
+	if out := trainFails("--gpus", "2", "--", "true"); !strings.Contains(out, "422") || !strings.Contains(out, "gpu: needs 2 GPUs") {
+		t.Errorf("run train --gpus 2: %s", out)
+	}
+
+	// More memory than any node: the node_capacity rule names it.
+	code, hdr, raw = dev.call("POST", "/v1/runs", dev.admin, map[string]any{"cluster": "lab", "algorithm": "command",
+		"command": []string{"true"}, "memory_mb": 1 << 30}, nil)
+	assertProblem(t, code, hdr, raw, http.StatusForbidden, "policy.node_capacity")
+	if !strings.Contains(string(raw), "no node offers that") {
+		t.Errorf("1 PB run: %s", raw)
+	}
+	t.Logf("1 PB memory: %s", raw)
+	if out := trainFails("--memory-mb", "1073741824", "--", "true"); !strings.Contains(out, "403") || !strings.Contains(out, "node_capacity") {
+		t.Errorf("run train --memory-mb 1073741824: %s", out)
+	}
+
+	// An admission rule that forbids training runs: the 403 lists it.
+	freeze := copyDir(t, "../../policies")
+	os.WriteFile(filepath.Join(freeze, "training_freeze.rego"), []byte(`package trainyard.admission
+
+import rego.v1
+
+# Change freeze: no new training runs (ids run-*; the bundle's own
+# tests, whose training work has other ids, still pass).
+deny contains {"rule": "training_freeze", "reason": "training runs are frozen for the release"} if {
+	input.work.kind == "training"
+	startswith(input.work.id, "run-")
+}
+`), 0o644)
+	os.WriteFile(filepath.Join(freeze, "training_freeze_test.rego"), []byte(`package trainyard.admission_test
+
+import rego.v1
+
+import data.trainyard.admission
+
+test_training_frozen if {
+	d := admission.deny with input as {"work": {"id": "run-1", "kind": "training", "roles": [{"name": "trainer", "count": 1, "cpus": 1, "memory_mb": 512, "gpus": 0}]}, "cluster": {"nodes": [{"name": "n", "cpus": 4, "memory_mb": 4000}], "summary": {"shapes": [{"cpus": 4, "memory_mb": 4000}]}}}
+	some v in d
+	v.rule == "training_freeze"
+}
+`), 0o644)
+	cli(t, dev, "policy", "push", freeze)
+	code, hdr, raw = dev.call("POST", "/v1/runs", dev.admin, map[string]any{"cluster": "lab", "algorithm": "command", "command": []string{"true"}, "cpus": 0.5}, nil)
+	assertProblem(t, code, hdr, raw, http.StatusForbidden, "policy.training_freeze")
+	if !strings.Contains(string(raw), "frozen for the release") {
+		t.Errorf("frozen run: %s", raw)
+	}
+	if out := trainFails("--cpus", "0.5", "--", "true"); !strings.Contains(out, "training_freeze") {
+		t.Errorf("run train under the freeze: %s", out)
+	}
+	// Jobs are not training: the rule leaves them alone.
+	job := submitJob(t, dev, []string{"true"}, 0)
+	waitFor(t, func() bool { return getJob(t, dev, job).Status == "completed" })
+
+	// None of the refused runs exists, so none pends.
+	var runs struct {
+		Runs []struct {
+			ID string `json:"id"`
+		} `json:"runs"`
+	}
+	if code, _, raw := dev.call("GET", "/v1/runs", dev.admin, nil, &runs); code != http.StatusOK || len(runs.Runs) != 0 {
+		t.Fatalf("runs after six refusals: %d %s", code, raw)
+	}
+	var q struct {
+		Waiting []any `json:"waiting"`
+	}
+	if code, _, raw := dev.call("GET", "/v1/clusters/lab/queue", dev.admin, nil, &q); code != http.StatusOK || len(q.Waiting) != 0 {
+		t.Fatalf("queue after the refusals: %d %s", code, raw)
 	}
 }

@@ -405,15 +405,23 @@ func readBatches(t *testing.T, dev *devProc, c *minio.Client, prefix string, att
 // games it finished and the synced count of its last completed upload.
 func readSpool(t *testing.T, dir, loopID string) (map[int]bool, int) {
 	t.Helper()
+	return readAttemptSpool(t, dir, loopID, 1)
+}
+
+// readAttemptSpool reads one attempt's spool of generation 1 in whichever
+// agent dir holds it.
+func readAttemptSpool(t *testing.T, dir, loopID string, attempt int) (map[int]bool, int) {
+	t.Helper()
 	var path string
+	suffix := filepath.FromSlash(fmt.Sprintf("%s/gen-000001/a%02d.spool", strings.TrimPrefix(loopID, "selfplay/"), attempt))
 	_ = filepath.WalkDir(filepath.Join(dir, "agents"), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, filepath.FromSlash(strings.TrimPrefix(loopID, "selfplay/")+"/gen-000001/a01.spool")) {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, suffix) {
 			path = p
 		}
 		return nil
 	})
 	if path == "" {
-		t.Fatalf("no spool of attempt 1 under %s/agents", dir)
+		t.Fatalf("no spool of attempt %d under %s/agents", attempt, dir)
 	}
 	f, err := os.Open(path)
 	if err != nil {

@@ -68,9 +68,9 @@ func TestDrainedSegmentLosesNothing(t *testing.T) {
 		t.Fatalf("timesteps went back: %d after %d", rest.Metrics[0].Timesteps, seg.Metrics[1].Timesteps)
 	}
 
-	// The resumed run is not bit-identical to an uninterrupted one: env
-	// plugins have no state export yet, so episodes in flight restart (see
-	// ppo.TestResumeNeitherResetsCountersNorDrifts for the native envs, which are).
+	// Counters continue exactly (the Go SDK's envs also save their state,
+	// so the resumed run is the uninterrupted one bit for bit:
+	// TestRestoredRunNeitherRestartsNorDrifts).
 	if whole.Iteration != rest.Iteration || whole.Timesteps != rest.Timesteps {
 		t.Fatalf("counters: uninterrupted (%d, %d), drained and resumed (%d, %d)", whole.Iteration, whole.Timesteps, rest.Iteration, rest.Timesteps)
 	}

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/trainyard/trainyard/internal/agent/drain"
 	"github.com/trainyard/trainyard/internal/games/kinrow"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginstore"
@@ -35,6 +36,11 @@ type AgentActivities struct {
 	Dir string
 	// Node names the agent in batch objects.
 	Node string
+	// Drain is the agent's drain switch: once thrown (an operator's drain,
+	// a preemption notice, SIGTERM) a self-play batch stops its games in
+	// flight, syncs every finished game and returns ErrDrained, so the
+	// loop moves with no finished game lost. Nil never drains.
+	Drain *drain.Signal
 }
 
 // SpoolPath is an attempt's spool file under the agent's dir.
@@ -132,6 +138,11 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 	jobs := make(chan int)
 	results := make(chan Numbered)
 	errs := make(chan error, in.Parallel)
+	// abandon is closed when the collector stops collecting; until then a
+	// worker always hands its finished (spooled) game over, even once
+	// cancelled.
+	abandon := make(chan struct{})
+	defer close(abandon)
 	var wg sync.WaitGroup
 	for w := 0; w < min(in.Parallel, len(todo)); w++ {
 		wg.Add(1)
@@ -158,7 +169,7 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 				writeSpool(SpoolLine{Game: &i})
 				select {
 				case results <- Numbered{Index: i, Game: g}:
-				case <-pctx.Done():
+				case <-abandon:
 					return
 				}
 			}
@@ -178,6 +189,22 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 	go func() { wg.Wait(); close(finished) }()
 
 	var pending []Numbered
+	// rest stops the games in flight and collects every game that
+	// finished (and was spooled) before that, so the sync after it
+	// uploads all of them: a finished game is never dropped on the way
+	// from a worker to the collector.
+	rest := func() {
+		cancel()
+		for {
+			select {
+			case g := <-results:
+				pending = append(pending, g)
+				prog.Played++
+			case <-finished:
+				return
+			}
+		}
+	}
 	seq := 0
 	flush := func(ctx context.Context) error {
 		if len(pending) == 0 {
@@ -199,6 +226,7 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 	defer tick.Stop()
 	beat := time.NewTicker(2 * time.Second)
 	defer beat.Stop()
+	drained := a.Drain.Done()
 	for {
 		select {
 		case g := <-results:
@@ -211,8 +239,8 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 		case <-beat.C:
 			activity.RecordHeartbeat(ctx, prog)
 		case err := <-errs:
-			cancel()
 			// Keep what finished: a retry need not play it again.
+			rest()
 			_ = flush(context.WithoutCancel(ctx))
 			return prog, fmt.Errorf("self-play %s generation %d: %w", in.Config, in.Generation, err)
 		case <-finished:
@@ -222,8 +250,19 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 				return prog, err
 			}
 			return prog, nil
+		case <-drained:
+			// The node drains: sync everything finished, then move.
+			rest()
+			if err := flush(context.WithoutCancel(ctx)); err != nil {
+				return prog, err
+			}
+			return prog, temporal.NewApplicationErrorWithOptions(
+				fmt.Sprintf("node %s drains (%s): %d games synced, %d this attempt", a.Node, a.Drain.Reason(), prog.Synced, prog.Played),
+				ErrDrained, temporal.ApplicationErrorOptions{Details: []any{prog}})
 		case <-ctx.Done():
-			// Cancelled or drained: a last sync of what finished.
+			// Cancelled (or the worker stopping): a last sync of every
+			// game that finished.
+			rest()
 			_ = flush(context.WithoutCancel(ctx))
 			return prog, ctx.Err()
 		}

@@ -29,6 +29,9 @@ const (
 // Error types.
 const (
 	ErrFailed = "SelfplayFailed" // the loop cannot continue (bad plugin, bad settings)
+	// ErrDrained: the node drains; the activity synced what it finished
+	// and the loop moves it to another node (not counted as a failure).
+	ErrDrained = "SelfplayNodeDrained"
 )
 
 // WorkflowID is the loop's workflow id for a config on a cluster.
@@ -177,6 +180,7 @@ type State struct {
 	Completed   int          `json:"completed" doc:"Generations finished (promoted, kept or rejected)."`
 	TotalGames  int          `json:"total_games"`
 	Failures    int          `json:"failures" doc:"Activities lost to node deaths and redone."`
+	Drains      int          `json:"drains,omitempty" doc:"Activities moved off a draining node after syncing what they finished (not failures)."`
 	Best        string       `json:"best,omitempty" doc:"The current best model."`
 	BestKey     string       `json:"best_key,omitempty"`
 	Datasets    []string     `json:"datasets,omitempty" doc:"The training window's .npz keys, oldest first."`

@@ -273,6 +273,14 @@ func (l *loop) onNode(ctx workflow.Context, phase string, step func(workflow.Con
 		if errors.As(err, &app) && app.Type() == ErrFailed {
 			return temporal.NewNonRetryableApplicationError(app.Message(), ErrFailed, nil)
 		}
+		if errors.As(err, &app) && app.Type() == ErrDrained {
+			// Nothing was lost: the activity synced before it returned.
+			l.st.Drains++
+			l.st.Reason = fmt.Sprintf("%s moved off node %s: %s", phase, l.alloc.Node, app.Message())
+			l.exclude = l.alloc.Node
+			l.release(ctx)
+			continue
+		}
 		l.st.Failures++
 		if l.st.Failures >= maxFailures {
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%d activities lost, the last: %s", l.st.Failures, reason(err)), ErrFailed, nil)

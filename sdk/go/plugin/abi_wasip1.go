@@ -170,6 +170,57 @@ func stepBatch(n int32, actions, obs, rewards, terminated, truncated, finalObs u
 	})
 }
 
+// env_save writes the envs' whole state to buf (capacity bytes) and its
+// length to *outLen; a state longer than capacity is StatusBadInput with
+// *outLen set, so the host can retry with a larger buffer. A VecEnv that
+// is not a StateSaver answers StatusBadInput: the host then checkpoints
+// without the envs (their episodes restart on resume).
+//
+//go:wasmexport env_save
+func envSave(buf, capacity, outLen uint32) int32 {
+	return guard(func() error {
+		if vec == nil {
+			return badInput("env_save before init")
+		}
+		if err := nonNull(buf, outLen); err != nil {
+			return err
+		}
+		s, ok := vec.(StateSaver)
+		if !ok {
+			return badInput("env_save: this env cannot save its state")
+		}
+		var err error
+		if state, err = s.SaveState(state[:0]); err != nil {
+			return badInput("%v", err)
+		}
+		*(*uint32)(unsafe.Pointer(uintptr(outLen))) = uint32(len(state))
+		if uint32(len(state)) > capacity {
+			return badInput("env_save: state is %d bytes, buffer holds %d", len(state), capacity)
+		}
+		copy(bytesAt(buf, capacity), state)
+		return nil
+	})
+}
+
+// env_restore replaces the envs' state with n bytes from env_save.
+//
+//go:wasmexport env_restore
+func envRestore(buf, n uint32) int32 {
+	return guard(func() error {
+		if vec == nil {
+			return badInput("env_restore before init")
+		}
+		if err := nonNull(buf); err != nil {
+			return err
+		}
+		s, ok := vec.(StateSaver)
+		if !ok {
+			return badInput("env_restore: this env cannot restore a state")
+		}
+		return s.RestoreState(bytesAt(buf, n))
+	})
+}
+
 //go:wasmexport reward_batch
 func rewardBatchExport(n, obsDim, actDim int32, obs, actions, nextObs, envRewards, out uint32) int32 {
 	return guard(func() error {

@@ -13,6 +13,8 @@
 package plugin
 
 import (
+	"encoding"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -182,6 +184,61 @@ func (b *envBatch) Reset(seed uint64, obs []float32) error {
 		e.Seed(seed + uint64(i))
 		e.Reset(obs[i*b.od : (i+1)*b.od])
 		b.steps[i] = 0
+	}
+	return nil
+}
+
+// StateSaver is what a VecEnv implements when its whole state can be saved
+// and put back (the plugin then exports env_save and env_restore): a
+// checkpoint of a run on it resumes its episodes bit for bit. The SDK's
+// batch of single Envs implements it when every Env is an
+// encoding.BinaryMarshaler and encoding.BinaryUnmarshaler.
+type StateSaver interface {
+	SaveState(dst []byte) ([]byte, error)
+	RestoreState(b []byte) error
+}
+
+// SaveState appends, per env, its step count and its MarshalBinary state.
+func (b *envBatch) SaveState(dst []byte) ([]byte, error) {
+	for i, e := range b.envs {
+		m, ok := e.(encoding.BinaryMarshaler)
+		if !ok {
+			return dst, badInput("env_save: the env does not implement encoding.BinaryMarshaler")
+		}
+		st, err := m.MarshalBinary()
+		if err != nil {
+			return dst, fmt.Errorf("env_save: env %d: %w", i, err)
+		}
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(b.steps[i]))
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(st)))
+		dst = append(dst, st...)
+	}
+	return dst, nil
+}
+
+// RestoreState puts back a state SaveState wrote for as many envs.
+func (b *envBatch) RestoreState(p []byte) error {
+	for i, e := range b.envs {
+		u, ok := e.(encoding.BinaryUnmarshaler)
+		if !ok {
+			return badInput("env_restore: the env does not implement encoding.BinaryUnmarshaler")
+		}
+		if len(p) < 12 {
+			return badInput("env_restore: state ends before env %d", i)
+		}
+		steps, n := binary.LittleEndian.Uint64(p), int(binary.LittleEndian.Uint32(p[8:]))
+		p = p[12:]
+		if n > len(p) {
+			return badInput("env_restore: env %d's state needs %d bytes, %d left", i, n, len(p))
+		}
+		if err := u.UnmarshalBinary(p[:n]); err != nil {
+			return badInput("env_restore: env %d: %v", i, err)
+		}
+		b.steps[i] = int(steps)
+		p = p[n:]
+	}
+	if len(p) != 0 {
+		return badInput("env_restore: %d bytes after the last env (a state for more envs?)", len(p))
 	}
 	return nil
 }

@@ -112,3 +112,54 @@ func TestSpaceDim(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvBatchStateResumesBitForBit: a batch restored from SaveState into
+// fresh envs steps exactly as the one it was saved from (episodes, random
+// streams and step counts included); a state for other envs is refused.
+func TestEnvBatchStateResumesBitForBit(t *testing.T) {
+	const n = 4
+	meta := Metadata{Observation: Space{Kind: "box", Shape: []int{4}}, Action: Space{Kind: "discrete", N: 2}, MaxEpisodeSteps: 500}
+	newBatch := func() *envBatch { return newEnvBatch(n, meta, func() Env { return &cartpoleEnv{} }) }
+	step := func(b *envBatch, steps int, seed uint64) []float32 {
+		rng := rand.New(rand.NewPCG(seed, 2))
+		obs, fin, rew := make([]float32, 4*n), make([]float32, 4*n), make([]float32, n)
+		term, trunc := make([]bool, n), make([]bool, n)
+		var trace []float32
+		act := make([]float32, n)
+		for range steps {
+			for i := range act {
+				act[i] = float32(rng.IntN(2))
+			}
+			if err := b.Step(act, obs, rew, term, trunc, fin); err != nil {
+				t.Fatal(err)
+			}
+			trace = append(append(trace, obs...), rew...)
+		}
+		return trace
+	}
+	a := newBatch()
+	if err := a.Reset(7, make([]float32, 4*n)); err != nil {
+		t.Fatal(err)
+	}
+	step(a, 37, 1)
+	state, err := a.SaveState(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBatch()
+	if err := b.Reset(12345, make([]float32, 4*n)); err != nil { // another state, as on another node
+		t.Fatal(err)
+	}
+	if err := b.RestoreState(state); err != nil {
+		t.Fatal(err)
+	}
+	want, got := step(a, 600, 3), step(b, 600, 3) // past the 500-step truncation
+	for i := range want {
+		if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+			t.Fatalf("value %d after the restore: %v, want %v", i, got[i], want[i])
+		}
+	}
+	if err := newEnvBatch(n+1, meta, func() Env { return &cartpoleEnv{} }).RestoreState(state); !errors.Is(err, errBadInput) {
+		t.Fatalf("a state of %d envs restored into %d: %v", n, n+1, err)
+	}
+}

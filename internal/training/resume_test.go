@@ -1,0 +1,149 @@
+package training
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/plugins"
+)
+
+// TestRestoredRunNeitherRestartsNorDrifts is issue 10's "resume means the
+// whole state" through the run path (RLlib restores that reset timestep
+// counters, start again from iteration 1, or drift): a run interrupted at
+// iteration k (its segment ends with a checkpoint in S3, its node is gone)
+// is resumed by another runner from S3; its metrics curve continues from
+// k+1 with iteration and timestep counters strictly increasing, and with a
+// fixed seed and one worker it is the uninterrupted run's curve, its
+// checkpoint at the last iteration holding the same weights, optimizer
+// state and env state bit for bit.
+func TestRestoredRunNeitherRestartsNorDrifts(t *testing.T) {
+	const k, m = 3, 7
+	f := newFixture(t)
+	ctx := context.Background()
+	spec := Spec{Cluster: "lab", Env: "CartPole-v1", Seed: 5, Workers: 1, Iterations: m, CheckpointEvery: 100}.WithDefaults()
+
+	straight, err := f.runner().RunSegment(ctx, SegmentInput{RunID: "straight", Spec: spec, EnvPlugin: f.cartpol, Iterations: m}, nil)
+	if err != nil || straight.Iteration != m || len(straight.Metrics) != m {
+		t.Fatalf("uninterrupted run: %+v %v", straight, err)
+	}
+
+	// Interrupted at k: node A checkpoints and is gone.
+	in := SegmentInput{RunID: "interrupted", Spec: spec, EnvPlugin: f.cartpol, Iterations: k}
+	first, err := f.runner().RunSegment(ctx, in, nil)
+	if err != nil || first.Iteration != k || first.Checkpoint == 0 || first.Done {
+		t.Fatalf("segment to iteration %d: %+v %v", k, first, err)
+	}
+	// Node B knows only the checkpoint: it restores from S3.
+	in.FromCheckpoint, in.Iterations = first.Checkpoint, m
+	rest, err := f.runner().RunSegment(ctx, in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rest.RestoredFrom != first.Checkpoint || len(rest.Metrics) != m-k || rest.Metrics[0].Iteration != k+1 || rest.Iteration != m || !rest.Done {
+		t.Fatalf("resumed segment: restored from %d, %d iterations from %d to %d, done %v",
+			rest.RestoredFrom, len(rest.Metrics), rest.Metrics[0].Iteration, rest.Iteration, rest.Done)
+	}
+
+	// The curve continues from k: counters strictly increasing, no reset,
+	// and every iteration as the uninterrupted run had it.
+	curve := append(append([]ppo.Metrics(nil), first.Metrics...), rest.Metrics...)
+	for i, got := range curve {
+		want := straight.Metrics[i]
+		if got.Iteration != int64(i+1) || i > 0 && got.Timesteps <= curve[i-1].Timesteps {
+			t.Fatalf("iteration %d: counters (%d, %d) after (%d, %d)", i+1, got.Iteration, got.Timesteps, curve[max(i-1, 0)].Iteration, curve[max(i-1, 0)].Timesteps)
+		}
+		got.StepsPerSecond, got.RolloutStepsPerSecond = 0, 0 // wall-clock
+		want.StepsPerSecond, want.RolloutStepsPerSecond = 0, 0
+		if got != want {
+			t.Fatalf("iteration %d differs from the uninterrupted run:\n resumed  %+v\n straight %+v", i+1, got, want)
+		}
+	}
+	t.Logf("interrupted at iteration %d (checkpoint %d), resumed from S3: iterations %d..%d, timesteps %d → %d, same as uninterrupted",
+		k, first.Checkpoint, rest.Metrics[0].Iteration, rest.Iteration, first.Timesteps, rest.Timesteps)
+
+	// The weights at iteration m: bit for bit.
+	learner := func(run string) []byte {
+		t.Helper()
+		man, err := f.ckpts.Latest(ctx, run)
+		if err != nil || man.Meta.Iteration != m {
+			t.Fatalf("latest checkpoint of %s: %+v %v", run, man.Meta, err)
+		}
+		files, err := f.runner().readFiles(ctx, man, FileLearner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files[FileLearner]
+	}
+	a, b := learner("straight"), learner("interrupted")
+	params := func(ckpt []byte) []float64 {
+		t.Helper()
+		rt := f.runner()
+		mod, err := rt.load(ctx, f.cartpol, plugins.Grants{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mod.Close(ctx)
+		env, err := mod.NewVecEnv(ctx, spec.NumEnvs(), spec.Seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer env.Close()
+		l, err := ppo.Restore(bytes.NewReader(ckpt), env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Params()
+	}
+	pa, pb := params(a), params(b)
+	if len(pa) != len(pb) || len(pa) == 0 {
+		t.Fatalf("%d and %d parameters", len(pa), len(pb))
+	}
+	for i := range pa {
+		if math.Float64bits(pa[i]) != math.Float64bits(pb[i]) {
+			t.Fatalf("weight %d at iteration %d: resumed %v, uninterrupted %v", i, m, pb[i], pa[i])
+		}
+	}
+	// Everything else too: Adam moments and step, normalisation, RNG,
+	// counters, episodes in flight and the envs' own state.
+	if !bytes.Equal(a, b) {
+		t.Fatalf("the resumed run's checkpoint at iteration %d (%d bytes) differs from the uninterrupted run's (%d bytes)", m, len(b), len(a))
+	}
+	t.Logf("%d weights and the whole %d-byte learner state equal bit for bit at iteration %d", len(pa), len(a), m)
+}
+
+// TestCheckpointOfOtherPluginsIsRefused is issue 10's "restore verifies
+// the plugin hashes": resuming a run whose checkpoint was made with other
+// env plugin bytes (the weights would silently mean something else) fails
+// at once, not retryable, naming the checkpoint and both hashes.
+func TestCheckpointOfOtherPluginsIsRefused(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	spec := Spec{Cluster: "lab", Env: "CartPole-v1", Seed: 1, Iterations: 10, CheckpointEvery: 2}.WithDefaults()
+	in := SegmentInput{RunID: "run-a", Spec: spec, EnvPlugin: f.cartpol, Iterations: 2}
+	seg, err := f.runner().RunSegment(ctx, in, nil)
+	if err != nil || seg.Checkpoint == 0 {
+		t.Fatalf("first segment: %+v %v", seg, err)
+	}
+	bad := in
+	bad.EnvPlugin, bad.FromCheckpoint = f.other, seg.Checkpoint
+	_, err = f.runner().RunSegment(ctx, bad, nil)
+	if !errors.Is(err, ErrFatal) {
+		t.Fatalf("resume with other plugin bytes: %v, want ErrFatal", err)
+	}
+	for _, want := range []string{"checkpoint 1 was made with env plugin " + f.cartpol[:12], "this run uses " + f.other[:12]} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("refusal %q does not say %q", err, want)
+		}
+	}
+	t.Logf("refused: %v", err)
+	// The checkpoint is untouched: the right plugin still resumes it.
+	in.FromCheckpoint = seg.Checkpoint
+	if ok, err := f.runner().RunSegment(ctx, in, nil); err != nil || ok.RestoredFrom != seg.Checkpoint || ok.Metrics[0].Iteration != 3 {
+		t.Fatalf("resume with the right plugin after the refusal: %+v %v", ok, err)
+	}
+}
