@@ -30,11 +30,11 @@ type PopulatorInput struct {
 	Cluster string            `json:"cluster"`
 	Configs []ScheduledConfig `json:"configs" doc:"Configs it populates (weight and target_elo are used; quota is not)."`
 	// Settings are every loop's settings; Generations is ignored.
-	Settings Settings          `json:"settings"`
-	Tuning   populate.Tuning   `json:"tuning,omitempty"`
-	Alerts   alerts.Thresholds `json:"alerts,omitempty"`
-	Poll     time.Duration     `json:"poll,omitempty" doc:"How often it looks at the loops, in ns (default 30s)."`
-	State    *PopulatorState   `json:"state,omitempty"`
+	Settings Settings                 `json:"settings"`
+	Tuning   populate.PopulatorTuning `json:"tuning,omitempty"`
+	Alerts   alerts.Thresholds        `json:"alerts,omitempty"`
+	Poll     time.Duration            `json:"poll,omitempty" doc:"How often it looks at the loops, in ns (default 30s)."`
+	State    *PopulatorState          `json:"state,omitempty"`
 }
 
 // PopulatorEvent is one decision.
@@ -145,7 +145,7 @@ func Populator(ctx workflow.Context, in PopulatorInput) (PopulatorState, error) 
 // populate is one look's decisions: start missing loops, queue work,
 // stop loops whose config met its target, evaluate the alerts. It reports
 // whether every config met its target.
-func (st *PopulatorState) populate(ctx, actx workflow.Context, in PopulatorInput, set Settings, tune populate.Tuning,
+func (st *PopulatorState) populate(ctx, actx workflow.Context, in PopulatorInput, set Settings, tune populate.PopulatorTuning,
 	byName map[string]ScheduledConfig, view PopulatorView, now time.Time, event func(PopulatorEvent)) bool {
 	st.LastError = ""
 	var cfgs []populate.Config

@@ -62,8 +62,8 @@ func (c Counts) Share() Mix {
 	return Mix{Selfplay: float64(c[Selfplay]) / t, Training: float64(c[Training]) / t, Tournament: float64(c[Tournament]) / t}
 }
 
-// Tuning are the populator's knobs; zero fields take the defaults.
-type Tuning struct {
+// PopulatorTuning are the populator's knobs; zero fields take the defaults.
+type PopulatorTuning struct {
 	Mix Mix `json:"mix,omitempty" doc:"Target share of self-play, training and tournament work (default 0.6/0.3/0.1)."`
 	// Depth is how many items each config keeps queued (its run-ahead).
 	Depth int `json:"depth,omitempty" doc:"Work items kept queued per config, the one running included (default 3)." minimum:"0"`
@@ -78,7 +78,7 @@ type Tuning struct {
 }
 
 // WithDefaults fills zero fields.
-func (t Tuning) WithDefaults() Tuning {
+func (t PopulatorTuning) WithDefaults() PopulatorTuning {
 	if t.Mix == (Mix{}) {
 		t.Mix = DefaultMix
 	}
@@ -101,7 +101,7 @@ func (t Tuning) WithDefaults() Tuning {
 }
 
 // Validate checks tuning after WithDefaults.
-func (t Tuning) Validate() error {
+func (t PopulatorTuning) Validate() error {
 	m := t.Mix
 	if m.Selfplay < 0 || m.Training < 0 || m.Tournament < 0 {
 		return fmt.Errorf("mix: shares must not be negative")
@@ -208,7 +208,7 @@ func Next(c Config, mix Mix) (string, string) {
 // Priority scores a config for the queue's free places: weight × (1 +
 // max(0, velocity)/scale), × the starvation boost when its last work ended
 // StarvationAfter ago or it never had any.
-func Priority(c Config, now time.Time, t Tuning) (float64, string) {
+func Priority(c Config, now time.Time, t PopulatorTuning) (float64, string) {
 	w := c.Weight
 	if w <= 0 {
 		w = 1
@@ -233,7 +233,7 @@ func Priority(c Config, now time.Time, t Tuning) (float64, string) {
 // closed get nothing; the others, highest priority first (ties by name),
 // get one item per round until each holds Depth items or the cluster
 // holds MaxQueued.
-func Populate(cfgs []Config, now time.Time, t Tuning) ([]Plan, []Decision) {
+func Populate(cfgs []Config, now time.Time, t PopulatorTuning) ([]Plan, []Decision) {
 	t = t.WithDefaults()
 	plans := make([]Plan, len(cfgs))
 	work := make([]Config, len(cfgs))

@@ -64,7 +64,7 @@ func TestPopulate(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		cfgs  []Config
-		tune  Tuning
+		tune  PopulatorTuning
 		want  map[string]int // items queued per config
 		first string         // config served first
 		state map[string]string
@@ -87,25 +87,25 @@ func TestPopulate(t *testing.T) {
 		{
 			name: "cap serves the starved config first",
 			cfgs: []Config{{Config: "a", Weight: 2, LastWork: recent}, {Config: "b", Weight: 1, LastWork: now.Add(-5 * time.Hour)}},
-			tune: Tuning{MaxQueued: 2},
+			tune: PopulatorTuning{MaxQueued: 2},
 			want: map[string]int{"a": 1, "b": 1}, first: "b",
 		},
 		{
 			name: "cap with one place: the boosted config takes it",
 			cfgs: []Config{{Config: "a", Weight: 2, LastWork: recent}, {Config: "b", Weight: 1}},
-			tune: Tuning{MaxQueued: 1},
+			tune: PopulatorTuning{MaxQueued: 1},
 			want: map[string]int{"b": 1}, first: "b",
 		},
 		{
 			name: "velocity raises priority",
 			cfgs: []Config{{Config: "a", LastWork: recent}, {Config: "b", Velocity: 20, LastWork: recent}},
-			tune: Tuning{MaxQueued: 1},
+			tune: PopulatorTuning{MaxQueued: 1},
 			want: map[string]int{"b": 1}, first: "b",
 		},
 		{
 			name: "queued items count against depth and cap",
 			cfgs: []Config{{Config: "a", Queue: []string{Selfplay, Training}, LastWork: recent}, {Config: "b", Queue: []string{Selfplay}, LastWork: recent}},
-			tune: Tuning{MaxQueued: 4},
+			tune: PopulatorTuning{MaxQueued: 4},
 			want: map[string]int{"a": 1}, first: "a",
 		},
 	} {
@@ -140,7 +140,7 @@ func TestPopulate(t *testing.T) {
 
 func TestPriorityWhy(t *testing.T) {
 	now := time.Now()
-	tu := Tuning{}.WithDefaults()
+	tu := PopulatorTuning{}.WithDefaults()
 	p, why := Priority(Config{Weight: 1, LastWork: now.Add(-5 * time.Hour)}, now, tu)
 	if p != 3 || !strings.Contains(why, "starved 5h0m0s") {
 		t.Fatalf("starved: %v %q", p, why)
@@ -151,13 +151,13 @@ func TestPriorityWhy(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	if err := (Tuning{}).WithDefaults().Validate(); err != nil {
+	if err := (PopulatorTuning{}).WithDefaults().Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if err := (Tuning{Mix: Mix{Selfplay: 0.5, Training: 0.2}}).WithDefaults().Validate(); err == nil {
+	if err := (PopulatorTuning{Mix: Mix{Selfplay: 0.5, Training: 0.2}}).WithDefaults().Validate(); err == nil {
 		t.Fatal("a mix summing to 0.7 passed")
 	}
-	if err := (Tuning{Mix: Mix{Training: 0.5, Tournament: 0.5}}).WithDefaults().Validate(); err == nil {
+	if err := (PopulatorTuning{Mix: Mix{Training: 0.5, Tournament: 0.5}}).WithDefaults().Validate(); err == nil {
 		t.Fatal("a mix without self-play passed")
 	}
 }
