@@ -169,7 +169,7 @@ func (st *PopulatorState) populate(ctx, actx workflow.Context, in PopulatorInput
 		case !lv.Running && st.LoopIDs[lv.Config] != "" && !c.Met():
 			c.Closed = "its loop ended " + lv.Status + ": " + lv.Reason
 		case !lv.Running && !c.Met():
-			loopID := WorkflowID(in.Cluster, lv.Config) + "/" + workflow.GetInfo(ctx).OriginalRunID[:8]
+			loopID := WorkflowID(in.Cluster, lv.Config) + "/" + runTag(ctx)
 			err := workflow.ExecuteActivity(actx, (*Activities).SelfplayStartLoop, Input{
 				LoopID: loopID, Cluster: in.Cluster, Config: lv.Config, GamePlugin: sc.GamePlugin, Settings: set, Queued: true,
 			}).Get(ctx, nil)
@@ -261,4 +261,14 @@ func samples(cluster string, view PopulatorView, queued int, now time.Time) []al
 		out = append(out, alerts.Sample{Rule: alerts.GPUUtil, Subject: fmt.Sprintf("%s/%d", g.Node, g.Index), Value: float64(g.Util)})
 	}
 	return out
+}
+
+// runTag is 8 characters of the populator's first run id, naming the
+// loops it starts (the test environment's run ids may be shorter).
+func runTag(ctx workflow.Context) string {
+	id := workflow.GetInfo(ctx).OriginalRunID
+	if id == "" {
+		id = workflow.GetInfo(ctx).WorkflowExecution.RunID
+	}
+	return (id + "00000000")[:8]
 }
