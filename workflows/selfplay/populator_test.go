@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/trainyard/trainyard/internal/selfplay/alerts"
@@ -22,6 +23,9 @@ import (
 func TestPopulatorWorkflow(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
+	// Under -race on a loaded CI machine the first workflow task (data
+	// converter and mock set-up) can take longer than the 1 s default.
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: 30 * time.Second})
 	env.RegisterWorkflowWithOptions(Populator, workflow.RegisterOptions{Name: PopulatorName})
 	a := &Activities{}
 	env.RegisterActivity(a)
