@@ -47,21 +47,24 @@ func TestSelfplayPopulator(t *testing.T) {
 		t.Fatalf("generation 1 after its tournament: %+v", g)
 	}
 
+	// The populator tops the queue up as items finish (every poll).
 	var pop api.SelfplayPopulator
-	if code, _, raw := dev.call("GET", "/v1/selfplay-populators/lab", dev.admin, nil, &pop); code != 200 {
-		t.Fatalf("get populator: %d %s", code, raw)
-	}
+	queuedEvents := 0
+	waitFor(t, func() bool {
+		if code, _, raw := dev.call("GET", "/v1/selfplay-populators/lab", dev.admin, nil, &pop); code != 200 {
+			t.Fatalf("get populator: %d %s", code, raw)
+		}
+		queuedEvents = 0
+		for _, e := range pop.State.Events {
+			if strings.HasPrefix(e.What, "queued #") {
+				queuedEvents++
+			}
+		}
+		return queuedEvents >= 4
+	})
+	t.Logf("populator: %d polls, last error %q", pop.State.Polls, pop.State.LastError)
 	if pop.Status != "running" || len(pop.State.Plans) != 1 || pop.State.Plans[0].State != "populating" || !strings.Contains(pop.State.Plans[0].Why, "weight 2.00") {
 		t.Fatalf("populator: %s %+v", pop.Status, pop.State.Plans)
-	}
-	queuedEvents := 0
-	for _, e := range pop.State.Events {
-		if strings.HasPrefix(e.What, "queued #") {
-			queuedEvents++
-		}
-	}
-	if queuedEvents < 4 {
-		t.Fatalf("populator decisions: %+v", pop.State.Events)
 	}
 
 	var q api.QueueStatus
@@ -126,6 +129,7 @@ func TestSelfplayPopulator(t *testing.T) {
 	}
 	for _, args := range [][]string{{"queue"}, {"daemons"}, {"alerts"}, {"configs"}, {"datasets"}, {"utilization", "lab"}, {"populate", "show", "lab"}} {
 		out := cli(t, dev, append([]string{"selfplay"}, args...)...)
+		t.Logf("$ trainyard selfplay %s\n%s", strings.Join(args, " "), out)
 		want := map[string]string{"queue": "square8_2p", "daemons": "selfplay-populator/lab", "alerts": "queue_depth", "configs": "hexagonal_4p",
 			"datasets": "lab/square8_2p", "utilization": "node-a", "populate": "populating"}[args[0]]
 		if !strings.Contains(out, want) {

@@ -197,8 +197,7 @@ func Next(c Config, mix Mix) (string, string) {
 			best, bestDeficit = k, d
 		}
 	}
-	sh := counts.Share()
-	why := fmt.Sprintf("%s %.0f%% < %.0f%% of %d items", best, 100*sh.Of(best), 100*mix.Of(best), counts.Total())
+	why := fmt.Sprintf("%s has %d of %d items, target %.0f%%", best, counts[best], counts.Total(), 100*mix.Of(best))
 	if counts.Total() == 0 {
 		why = "first work: self-play"
 	}
