@@ -80,6 +80,7 @@ func New(d Deps) *Server {
 	s.registerPolicies()
 	s.registerRuns()
 	s.registerSelfplay()
+	s.registerSelfplayOps()
 	s.registerSweeps()
 	return s
 }

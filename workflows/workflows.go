@@ -53,6 +53,7 @@ func Register(w worker.Registry, d Deps) {
 	w.RegisterWorkflowWithOptions(selfplay.Workflow, workflow.RegisterOptions{Name: selfplay.Name})
 	w.RegisterWorkflowWithOptions(selfplay.Scheduler, workflow.RegisterOptions{Name: selfplay.SchedulerName})
 	w.RegisterWorkflowWithOptions(selfplay.Idle, workflow.RegisterOptions{Name: selfplay.IdleName})
+	w.RegisterWorkflowWithOptions(selfplay.Populator, workflow.RegisterOptions{Name: selfplay.PopulatorName})
 	w.RegisterActivity(&selfplay.Activities{Store: d.Store, Client: d.Client})
 	w.RegisterWorkflowWithOptions(sweep.Workflow, workflow.RegisterOptions{Name: sweep.Name})
 }

@@ -34,7 +34,7 @@ func registerSelfplayAgent(ctx context.Context, w worker.Registry, o *agentOptio
 
 func newSelfplayCmd() *cobra.Command {
 	cf := &clientFlags{}
-	cmd := &cobra.Command{Use: "selfplay", Short: "Self-play loops: start, ls, show, stop, leaderboard"}
+	cmd := &cobra.Command{Use: "selfplay", Short: "Self-play loops and their daemons: start, ls, show, stop, leaderboard, schedule, idle, populate, configs, datasets, queue, daemons, utilization, alerts"}
 	addClientFlags(cmd, cf)
 
 	var req api.SelfplayStart
@@ -181,7 +181,8 @@ func newSelfplayCmd() *cobra.Command {
 	board.Flags().StringVar(&config, "config", "", "only this config")
 	board.Flags().BoolVar(&history, "history", false, "also print the match history")
 
-	cmd.AddCommand(start, ls, show, stop, board, newScheduleCmd(cf), newIdleCmd(cf))
+	cmd.AddCommand(start, ls, show, stop, board, newScheduleCmd(cf), newIdleCmd(cf), newPopulateCmd(cf))
+	addSelfplayOpsCmds(cmd, cf)
 	return cmd
 }
 

@@ -27,6 +27,11 @@ var testdata = func() string {
 //     slices to two configs as child loops.
 //   - history-idle.json: the idle daemon starting a loop on a GPU idle for
 //     its threshold, seeing the loop end, then stopped.
+//   - history-populator.json: TestSelfplayPopulator's populator starting a
+//     queued square8_2p loop, queuing its work at a 50/25/25 mix, raising
+//     the queue-depth alert, then stopped.
+//   - history-queued.json: that populator-driven loop running self-play,
+//     training and tournament items (a promotion), stopped by the populator.
 func TestReplay(t *testing.T) {
 	for _, tc := range []struct {
 		file, name string
@@ -36,6 +41,8 @@ func TestReplay(t *testing.T) {
 		{"history-kill.json", Name, Workflow},
 		{"history-scheduler.json", SchedulerName, Scheduler},
 		{"history-idle.json", IdleName, Idle},
+		{"history-populator.json", PopulatorName, Populator},
+		{"history-queued.json", Name, Workflow},
 	} {
 		t.Run(tc.file, func(t *testing.T) { replaytest.Replay(t, tc.fn, tc.name, filepath.Join(testdata, tc.file)) })
 	}

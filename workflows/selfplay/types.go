@@ -24,6 +24,8 @@ const Name = "SelfplayLoop"
 const (
 	QueryState = "state"
 	SignalStop = "stop"
+	// SignalWork sends a populator-driven loop work items ([]WorkItem).
+	SignalWork = "work"
 )
 
 // Error types.
@@ -133,6 +135,30 @@ type Input struct {
 	GamePlugin string   `json:"game_plugin" doc:"sha256 of the game plugin."`
 	Settings   Settings `json:"settings"`
 	State      *State   `json:"state,omitempty"`
+	// Queued: the loop runs the work items a queue populator sends it
+	// (signal work) one at a time, each on its own allocation, instead of
+	// whole generations.
+	Queued bool `json:"queued,omitempty"`
+}
+
+// WorkItem is one piece of work a populator queues for a loop.
+type WorkItem struct {
+	ID     int       `json:"id"`
+	Kind   string    `json:"kind" enum:"selfplay,training,tournament"`
+	Queued time.Time `json:"queued"`
+	Why    string    `json:"why,omitempty" doc:"Why the populator chose this kind."`
+}
+
+// WorkRecord is a work item run (or running).
+type WorkRecord struct {
+	WorkItem
+	Started    time.Time  `json:"started"`
+	Ended      *time.Time `json:"ended,omitempty"`
+	Node       string     `json:"node,omitempty"`
+	Generation int        `json:"generation"`
+	Games      int        `json:"games,omitempty" doc:"Self-play games played."`
+	Skipped    bool       `json:"skipped,omitempty" doc:"Nothing to do (no new export to train on, no candidate to rate)."`
+	Result     string     `json:"result,omitempty"`
 }
 
 // GauntletScore of one gauntlet pairing, the candidate's view.
@@ -149,7 +175,7 @@ type GauntletScore struct {
 // Generation is one turn of the loop.
 type Generation struct {
 	N       int        `json:"n"`
-	State   string     `json:"state" enum:"selfplay,export,train,gauntlet,promoted,kept,rejected"`
+	State   string     `json:"state" enum:"selfplay,export,exported,train,trained,gauntlet,promoted,kept,rejected"`
 	Reason  string     `json:"reason,omitempty"`
 	Started time.Time  `json:"started"`
 	Ended   *time.Time `json:"ended,omitempty"`
@@ -192,6 +218,18 @@ type State struct {
 	// RunGenerations counts generations in this workflow run (for
 	// continue-as-new).
 	RunGenerations int `json:"-"`
+
+	// A populator-driven loop (Input.Queued): its queue, the item running,
+	// what it ran, and what the next items can do.
+	Queued       bool           `json:"queued,omitempty" doc:"Driven by a queue populator."`
+	Queue        []WorkItem     `json:"queue,omitempty" doc:"Work queued, next first."`
+	Current      *WorkRecord    `json:"current,omitempty" doc:"The work item running."`
+	Work         []WorkRecord   `json:"work,omitempty" doc:"Recent work items run, oldest first."`
+	WorkDone     map[string]int `json:"work_done,omitempty" doc:"Work items run by kind (skipped ones excluded)."`
+	Fresh        int            `json:"fresh,omitempty" doc:"Exports no training used yet."`
+	Candidate    string         `json:"candidate,omitempty" doc:"The latest trained model, not rated yet; the next training continues from it."`
+	CandidateKey string         `json:"candidate_key,omitempty"`
+	LastWork     *time.Time     `json:"last_work,omitempty" doc:"When the last work item ended."`
 }
 
 // maxGenerations bounds the generations kept in the state.

@@ -38,6 +38,9 @@ func Workflow(ctx workflow.Context, in Input) (State, error) {
 		stop = true
 	})
 	l := &loop{in: in, set: set, st: st}
+	if in.Queued {
+		return l.runQueue(ctx, &stop, stops)
+	}
 	for {
 		if stop {
 			st.Phase, st.Reason = "stopped", "stopped by a user"
@@ -78,6 +81,9 @@ type loop struct {
 	alloc *cluster.Allocation
 	// exclude is the node that lost the last activity, avoided once.
 	exclude string
+	// job names the allocation of a work item (queued loops); empty: the
+	// generation's.
+	job string
 }
 
 func (l *loop) gen() *Generation { return &l.st.Generations[len(l.st.Generations)-1] }
@@ -118,6 +124,60 @@ func (l *loop) generation(ctx workflow.Context) error {
 	seed := set.Seed + uint64(n)*1_000_003
 
 	// 1. Self-play on a node; a retry resumes from the games in S3.
+	prog, err := l.play(ctx, g, players, seed)
+	if err != nil {
+		return err
+	}
+	g.Games = prog.Synced
+	st.TotalGames += prog.Played
+	track("selfplay")
+
+	// 2. Quality gate and export, on the control plane.
+	st.Phase, g.State = "export", "export"
+	ex, err := l.export(ctx, n)
+	if err != nil {
+		return err
+	}
+	g.Quality = ex.Report
+	track("export")
+	if !ex.Report.Passed {
+		return end("rejected", "quality gate: "+ex.Report.Reason)
+	}
+	l.addDataset(g, ex)
+
+	// 3. Train a candidate from the best on the recent exports.
+	g.State = "train"
+	tr, err := l.train(ctx, n, st.BestKey, seed)
+	if err != nil {
+		return err
+	}
+	g.Model, g.ModelKey, g.TrainLoss = tr.Model, tr.Key, tr.Loss
+	track("train")
+
+	// 4. Gauntlet: the current best and the fixed baselines.
+	g.State = "gauntlet"
+	ga, err := l.gauntlet(ctx, n, Opponent{Name: tr.Model, Key: tr.Key}, seed)
+	if err != nil {
+		return err
+	}
+	l.release(ctx)
+	track("gauntlet")
+
+	// 5. Elo and promotion.
+	promote, err := l.rate(ctx, n, g, tr.Model, tr.Key, ga)
+	if err != nil {
+		return err
+	}
+	if promote {
+		return end("promoted", "")
+	}
+	return end("kept", fmt.Sprintf("%s stays best", st.Best))
+}
+
+// play runs generation n's self-play batch on a node; a retry resumes
+// from the games in S3.
+func (l *loop) play(ctx workflow.Context, g *Generation, players string, seed uint64) (PlayProgress, error) {
+	st, set, n := l.st, l.set, g.N
 	var prog PlayProgress
 	err := l.onNode(ctx, "selfplay", func(ctx workflow.Context) error {
 		g.Attempts++
@@ -133,81 +193,81 @@ func (l *loop) generation(ctx workflow.Context) error {
 		}
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	g.Games = prog.Synced
-	st.TotalGames += prog.Played
-	track("selfplay")
+	return prog, err
+}
 
-	// 2. Quality gate and export, on the control plane.
-	st.Phase, g.State = "export", "export"
+// export grades generation n's games and exports the clean ones, on the
+// control plane.
+func (l *loop) export(ctx workflow.Context, n int) (ExportResult, error) {
 	var ex ExportResult
 	ectx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5, NonRetryableErrorTypes: []string{ErrFailed}},
 	})
-	if err := workflow.ExecuteActivity(ectx, (*Activities).SelfplayExport, ExportInput{
-		LoopID: l.in.LoopID, Config: l.in.Config, Generation: n, Settings: set,
-	}).Get(ctx, &ex); err != nil {
-		return err
-	}
-	g.Quality = ex.Report
-	track("export")
-	if !ex.Report.Passed {
-		return end("rejected", "quality gate: "+ex.Report.Reason)
-	}
+	err := workflow.ExecuteActivity(ectx, (*Activities).SelfplayExport, ExportInput{
+		LoopID: l.in.LoopID, Config: l.in.Config, Generation: n, Settings: l.set,
+	}).Get(ctx, &ex)
+	return ex, err
+}
+
+// addDataset puts a passed export into the training window.
+func (l *loop) addDataset(g *Generation, ex ExportResult) {
+	st := l.st
 	g.Dataset, g.Positions = ex.Dataset, ex.Positions
 	st.Datasets = append(st.Datasets, ex.Dataset)
-	if len(st.Datasets) > set.TrainWindow {
-		st.Datasets = append([]string(nil), st.Datasets[len(st.Datasets)-set.TrainWindow:]...)
+	if len(st.Datasets) > l.set.TrainWindow {
+		st.Datasets = append([]string(nil), st.Datasets[len(st.Datasets)-l.set.TrainWindow:]...)
 	}
+}
 
-	// 3. Train a candidate from the best on the recent exports.
-	g.State = "train"
+// train trains generation n's candidate from the model at fromKey (fresh
+// when empty) on the training window, on a node.
+func (l *loop) train(ctx workflow.Context, n int, fromKey string, seed uint64) (TrainResult, error) {
 	var tr TrainResult
-	if err := l.onNode(ctx, "train", func(ctx workflow.Context) error {
+	err := l.onNode(ctx, "train", func(ctx workflow.Context) error {
 		actx := workflow.WithActivityOptions(ctx, l.nodeOptions(30*time.Second))
 		return workflow.ExecuteActivity(actx, (*AgentActivities).SelfplayTrain, TrainInput{
 			LoopID: l.in.LoopID, Config: l.in.Config, GamePlugin: l.in.GamePlugin, Generation: n, Model: ModelName(l.in.LoopID, n),
-			Datasets: st.Datasets, FromKey: st.BestKey, Epochs: set.TrainEpochs, Seed: seed,
+			Datasets: l.st.Datasets, FromKey: fromKey, Epochs: l.set.TrainEpochs, Seed: seed,
 		}).Get(ctx, &tr)
-	}); err != nil {
-		return err
-	}
-	g.Model, g.ModelKey, g.TrainLoss = tr.Model, tr.Key, tr.Loss
-	track("train")
+	})
+	return tr, err
+}
 
-	// 4. Gauntlet: the current best and the fixed baselines.
-	g.State = "gauntlet"
+// gauntlet pits cand against the current best and the fixed baselines,
+// on a node.
+func (l *loop) gauntlet(ctx workflow.Context, n int, cand Opponent, seed uint64) (GauntletResult, error) {
+	st, set := l.st, l.set
 	opps := []Opponent{}
 	if st.Best != "" {
 		opps = append(opps, Opponent{Name: st.Best, Key: st.BestKey})
 	}
 	opps = append(opps, Opponent{Name: elo.Random}, Opponent{Name: elo.Heuristic})
 	var ga GauntletResult
-	if err := l.onNode(ctx, "gauntlet", func(ctx workflow.Context) error {
+	err := l.onNode(ctx, "gauntlet", func(ctx workflow.Context) error {
 		actx := workflow.WithActivityOptions(ctx, l.nodeOptions(30*time.Second))
 		return workflow.ExecuteActivity(actx, (*AgentActivities).SelfplayGauntlet, GauntletInput{
 			LoopID: l.in.LoopID, Config: l.in.Config, GamePlugin: l.in.GamePlugin, Generation: n,
-			Candidate: Opponent{Name: tr.Model, Key: tr.Key}, Opponents: opps, Games: set.EvalGames,
+			Candidate: cand, Opponents: opps, Games: set.EvalGames,
 			Simulations: set.Simulations, MaxMoves: set.MaxMoves, Parallel: set.Parallel, Seed: seed + 7,
 		}).Get(ctx, &ga)
-	}); err != nil {
-		return err
-	}
-	l.release(ctx)
-	track("gauntlet")
+	})
+	return ga, err
+}
 
-	// 5. Elo and promotion.
+// rate records the gauntlet's matches in the Elo table and promotes the
+// candidate when it scored promote_score against the best (the first
+// model: against random); g gets the results.
+func (l *loop) rate(ctx workflow.Context, n int, g *Generation, model, key string, ga GauntletResult) (bool, error) {
+	st, set := l.st, l.set
 	now := workflow.Now(ctx)
 	promote := st.Best == ""
 	for i, r := range ga.Results {
-		m, err := st.Elo.Record(elo.Match{Config: l.in.Config, A: tr.Model, B: r.Opponent, Wins: r.Wins, Draws: r.Draws, Losses: r.Losses, Generation: n, At: now})
+		m, err := st.Elo.Record(elo.Match{Config: l.in.Config, A: model, B: r.Opponent, Wins: r.Wins, Draws: r.Draws, Losses: r.Losses, Generation: n, At: now})
 		if err != nil {
-			return temporal.NewNonRetryableApplicationError(err.Error(), ErrFailed, err)
+			return false, temporal.NewNonRetryableApplicationError(err.Error(), ErrFailed, err)
 		}
-		ga.Results[i].EloBefore, ga.Results[i].EloAfter = m.EloA, st.Elo.Get(l.in.Config, tr.Model).Elo
+		ga.Results[i].EloBefore, ga.Results[i].EloAfter = m.EloA, st.Elo.Get(l.in.Config, model).Elo
 		if r.Opponent == st.Best {
 			promote = r.Score >= set.PromoteScore
 		}
@@ -217,14 +277,13 @@ func (l *loop) generation(ctx workflow.Context) error {
 		}
 	}
 	g.Gauntlet = ga.Results
-	g.Elo = st.Elo.Get(l.in.Config, tr.Model).Elo
+	g.Elo = st.Elo.Get(l.in.Config, model).Elo
 	if promote {
-		st.Elo.Promote(l.in.Config, tr.Model, now)
-		st.Best, st.BestKey = tr.Model, tr.Key
+		st.Elo.Promote(l.in.Config, model, now)
+		st.Best, st.BestKey = model, key
 		g.Promoted = true
-		return end("promoted", "")
 	}
-	return end("kept", fmt.Sprintf("%s stays best", st.Best))
+	return promote, nil
 }
 
 // track adds a phase's duration to the loop's history of durations.
@@ -304,7 +363,12 @@ func ModelName(loopID string, n int) string {
 	return fmt.Sprintf("gen%d-%s", n, tag)
 }
 
-func (l *loop) jobID() string { return fmt.Sprintf("%s/gen-%d", l.in.LoopID, l.st.Generation) }
+func (l *loop) jobID() string {
+	if l.job != "" {
+		return l.job
+	}
+	return fmt.Sprintf("%s/gen-%d", l.in.LoopID, l.st.Generation)
+}
 
 // allocate asks the cluster for a node until it gets one; the reason it
 // waits is visible in the state.
