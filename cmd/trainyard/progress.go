@@ -32,10 +32,10 @@ func (p *byteProgress) update(sent, total int64) {
 		return
 	}
 	p.last = time.Now()
-	fmt.Fprintf(p.w, "\r\033[K%s", progressBar(p.label, sent, total, 24))
+	fmt.Fprintf(p.w, "\r\033[K%s", progressBar(p.label, sent, total, 24, bytesOf))
 	p.drawn = true
 	if sent >= total {
-		fmt.Fprintf(p.w, "\r\033[K%s — sent, the server is validating…", progressBar(p.label, sent, total, 24))
+		fmt.Fprintf(p.w, "\r\033[K%s — sent, the server is validating…", progressBar(p.label, sent, total, 24, bytesOf))
 	}
 }
 
@@ -49,8 +49,10 @@ func (p *byteProgress) done() {
 	}
 }
 
-// progressBar renders one bar of width cells.
-func progressBar(label string, done, total int64, width int) string {
+func bytesOf(n int64) string { return humanBytes(int(n)) }
+
+// progressBar renders one bar of width cells; unit formats the counts.
+func progressBar(label string, done, total int64, width int, unit func(int64) string) string {
 	frac := 1.0
 	if total > 0 {
 		frac = min(1, max(0, float64(done)/float64(total)))
@@ -60,5 +62,5 @@ func progressBar(label string, done, total int64, width int) string {
 	if full < width {
 		bar += ">" + strings.Repeat(" ", width-full-1)
 	}
-	return fmt.Sprintf("%s [%s] %3.0f%%  %s/%s", label, bar, 100*frac, humanBytes(int(done)), humanBytes(int(total)))
+	return fmt.Sprintf("%s [%s] %3.0f%%  %s/%s", label, bar, 100*frac, unit(done), unit(total))
 }

@@ -12,7 +12,7 @@ func TestProgressBar(t *testing.T) {
 		{1 << 20, 1 << 20, "up [==========] 100%  1.0 MiB/1.0 MiB"},
 		{5, 0, "up [==========] 100%  5 B/0 B"},
 	} {
-		if got := progressBar("up", tc.done, tc.total, 10); got != tc.want {
+		if got := progressBar("up", tc.done, tc.total, 10, bytesOf); got != tc.want {
 			t.Errorf("progressBar(%d, %d) = %q, want %q", tc.done, tc.total, got, tc.want)
 		}
 	}

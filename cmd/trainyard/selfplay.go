@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/trainyard/trainyard/api"
+	"github.com/trainyard/trainyard/internal/apiclient"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/workflows"
@@ -108,6 +110,7 @@ func newSelfplayCmd() *cobra.Command {
 		},
 	}
 
+	var follow bool
 	show := &cobra.Command{
 		Use: "show CLUSTER/CONFIG", Short: "A loop's phase, generations (games, quality, gauntlet, Elo) and best model", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -119,6 +122,9 @@ func newSelfplayCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if follow {
+				return followSelfplay(cmd.Context(), c, p, os.Stdout)
+			}
 			var sp api.Selfplay
 			if err := c.JSON(cmd.Context(), http.MethodGet, p, nil, &sp); err != nil {
 				return err
@@ -126,6 +132,7 @@ func newSelfplayCmd() *cobra.Command {
 			return cf.print(os.Stdout, sp, func(w *tabwriter.Writer) { selfplayTable(w, sp) })
 		},
 	}
+	show.Flags().BoolVarP(&follow, "follow", "f", false, "follow the loop: a live progress line per generation until it stops")
 
 	var now bool
 	stop := &cobra.Command{
@@ -478,4 +485,65 @@ func idleTable(w *tabwriter.Writer, d api.SelfplayIdle) {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", e.At.Local().Format(time.DateTime), orDash(e.GPU), orDash(e.Config), e.What)
 		}
 	}
+}
+
+// followSelfplay redraws one line for the generation in flight (phase,
+// games synced as a bar while it plays, best model and Elo) and keeps a
+// line per finished generation, until the loop stops or ctx ends.
+func followSelfplay(ctx context.Context, c *apiclient.Client, path string, w io.Writer) error {
+	tty := isTerminal(w)
+	last, done := "", 0
+	for {
+		var sp api.Selfplay
+		if err := c.JSON(ctx, http.MethodGet, path, nil, &sp); err != nil {
+			return err
+		}
+		st := sp.State
+		for _, g := range st.Generations { // generations that ended since the last poll
+			if g.N > done && g.Ended != nil {
+				if tty && last != "" {
+					fmt.Fprint(w, "\r\033[K")
+				}
+				fmt.Fprintf(w, "gen %d %s: %d games, quality %.2f, %s\n", g.N, g.State, g.Games, g.Quality.Score, orDash(g.Model))
+				done, last = g.N, ""
+			}
+		}
+		line := selfplayLine(sp)
+		if line != last {
+			if tty {
+				fmt.Fprintf(w, "\r\033[K%s", line)
+			} else {
+				fmt.Fprintln(w, line)
+			}
+			last = line
+		}
+		if sp.Status != "running" || st.Phase == "stopped" || st.Phase == "finished" || st.Phase == "failed" {
+			if tty {
+				fmt.Fprintln(w)
+			}
+			if sp.Status != "running" && sp.Status != "completed" {
+				return fmt.Errorf("self-play loop %s %s: %s", sp.ID, sp.Status, firstNonEmpty(sp.Error, st.Reason))
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if tty {
+				fmt.Fprintln(w)
+			}
+			return nil
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// selfplayLine is the live line: the phase, and a bar of games while the
+// generation plays.
+func selfplayLine(sp api.Selfplay) string {
+	st := sp.State
+	head := fmt.Sprintf("gen %d %-10s", st.Generation, st.Phase)
+	if sp.Live != nil && st.Phase == "selfplay" {
+		head = progressBar(head, int64(sp.Live.Synced), int64(sp.Live.Target), 20, func(n int64) string { return fmt.Sprint(n) }) + " games"
+	}
+	return fmt.Sprintf("%s  best %s (Elo %.0f)  total %d games", head, orDash(st.Best), sp.BestElo, st.TotalGames)
 }

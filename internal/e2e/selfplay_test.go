@@ -189,6 +189,10 @@ func TestSelfplayLoop(t *testing.T) {
 	if out := cli(t, dev, "selfplay", "leaderboard", "--config", "square8_2p"); !strings.Contains(out, sp.State.Best+" (best)") || !strings.Contains(out, "random (anchor)") {
 		t.Fatalf("selfplay leaderboard: %s", out)
 	}
+	// Following a finished loop prints each generation and returns.
+	if out := cli(t, dev, "selfplay", "show", "--follow", "lab/square8_2p"); !strings.Contains(out, "gen 1 ") || !strings.Contains(out, "gen 3 ") || !strings.Contains(out, "finished") {
+		t.Fatalf("selfplay show --follow: %s", out)
+	}
 	// Job-duration tracking: every phase of every generation measured.
 	for _, phase := range []string{"generation", "selfplay", "export", "train", "gauntlet"} {
 		d := sp.State.Durations[phase]
