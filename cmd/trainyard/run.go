@@ -299,6 +299,20 @@ func runTable(w *tabwriter.Writer, r api.Run) {
 	for _, rs := range p.Restores {
 		fmt.Fprintf(w, "restored\tfrom checkpoint %d at iteration %d\n", rs.Checkpoint, rs.Iteration)
 	}
+	for _, rw := range p.RolloutWorkers {
+		fmt.Fprintf(w, "rollout worker %d\t%s on %s (%d placements, %d lost)", rw.Worker, rw.State, orDash(rw.Node), rw.Placements, rw.Failures)
+		if rw.Reason != "" {
+			fmt.Fprintf(w, ": %s", rw.Reason)
+		}
+		fmt.Fprintln(w)
+	}
+	if n := len(p.Metrics); n > 0 && len(p.Metrics[n-1].Rollouts) > 0 {
+		var parts []string
+		for _, f := range p.Metrics[n-1].Rollouts {
+			parts = append(parts, fmt.Sprintf("worker %d on %s (weights v%d, %d steps, %.0f steps/s)", f.Worker, orDash(f.Node), f.WeightVersion, f.Steps, f.StepsPerSecond))
+		}
+		fmt.Fprintf(w, "last rollouts\t%s\n", strings.Join(parts, "; "))
+	}
 	if p.Eval != nil {
 		fmt.Fprintf(w, "evaluation\t%d episodes, return %.2f (min %.1f, max %.1f)\n", p.Eval.Episodes, p.Eval.ReturnMean, p.Eval.ReturnMin, p.Eval.ReturnMax)
 	}
