@@ -55,10 +55,11 @@ func TestDistributedRunReplacesLostRolloutWorker(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: Name})
-	env.RegisterActivity(&job.Activities{})
-	env.RegisterActivity(&AgentActivities{})
+	jobActs, agentActs := &job.Activities{}, &AgentActivities{}
+	env.RegisterActivity(jobActs)
+	env.RegisterActivity(agentActs)
 	c := &fakeCluster{dead: map[string]bool{}, held: map[string]string{}, starts: map[int]int{}}
-	env.OnActivity((*job.Activities).Allocate, mock.Anything, mock.Anything).Return(c.allocate)
+	env.OnActivity(jobActs.Allocate, mock.Anything, mock.Anything).Return(c.allocate)
 	env.OnSignalExternalWorkflow(mock.Anything, cluster.WorkflowID("lab"), "", cluster.SignalRelease, mock.Anything).Return(
 		func(_, _, _, _ string, arg any) error {
 			c.mu.Lock()
@@ -68,7 +69,7 @@ func TestDistributedRunReplacesLostRolloutWorker(t *testing.T) {
 			delete(c.held, r.JobID)
 			return nil
 		})
-	env.OnActivity((*AgentActivities).RunRollouts, mock.Anything, mock.Anything).Return(
+	env.OnActivity(agentActs.RunRollouts, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in training.RolloutInput) (training.RolloutStatus, error) {
 			c.mu.Lock()
 			c.starts[in.Worker]++
@@ -91,7 +92,7 @@ func TestDistributedRunReplacesLostRolloutWorker(t *testing.T) {
 			}
 		})
 	segs := 0
-	env.OnActivity((*AgentActivities).RunDistributedSegment, mock.Anything, mock.Anything).Return(
+	env.OnActivity(agentActs.RunDistributedSegment, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in training.SegmentInput) (training.SegmentResult, error) {
 			segs++
 			if segs == 2 { // the trainer waits for the replacement's fragment
