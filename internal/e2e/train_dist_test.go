@@ -55,7 +55,9 @@ type distView struct {
 // every iteration learnt from both workers' fragments (each acted with the
 // weights of the iteration before); kill -9 of a rollout worker's agent
 // mid-run → the worker is placed again on a live node and the run
-// completes with no iteration lost and no trainer segment lost.
+// completes with no iteration lost and no trainer segment lost. Each role
+// reserves half a CPU: a local node offers 1.8, so the replacement fits
+// beside the trainer or the other worker.
 func TestTrainDistributedRolloutsSurviveWorkerKill(t *testing.T) {
 	wasm := plugintest.BuildGo(t, "./plugins/examples/cartpole")
 	dir := t.TempDir()
@@ -75,7 +77,7 @@ func TestTrainDistributedRolloutsSurviveWorkerKill(t *testing.T) {
 		ID string `json:"id"`
 	}
 	code, _, raw := dev.call("POST", "/v1/runs", dev.admin,
-		`{"cluster":"lab","env":"CartPole-v1","target_return":475,"iterations":400,"checkpoint_every":5,"seed":1,"rollout_workers":2,"envs_per_worker":4}`, &ref)
+		`{"cluster":"lab","env":"CartPole-v1","target_return":475,"iterations":400,"checkpoint_every":5,"seed":1,"rollout_workers":2,"envs_per_worker":4,"cpus":0.5,"rollout_cpus":0.5}`, &ref)
 	if code != http.StatusCreated {
 		t.Fatalf("submit: %d %s", code, raw)
 	}
@@ -133,7 +135,13 @@ func TestTrainDistributedRolloutsSurviveWorkerKill(t *testing.T) {
 	}
 	t.Logf("killed %s (rollout worker %d) at iteration %d, %v into the run", victim, victimWorker, killedAt, time.Since(start).Round(time.Millisecond))
 
-	r := waitRun(t, dev, id, 4*time.Minute, func(r runView) bool { return r.Status != "running" })
+	for deadline := time.Now().Add(3 * time.Minute); get().Status == "running"; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			v = get()
+			t.Fatalf("run not done 3m after the kill: trainer on %s, iterations %d, workers %+v\nlog:\n%s", v.Progress.Node, len(v.Progress.Metrics), v.Progress.RolloutWorkers, dev.log())
+		}
+	}
+	r := getRun(t, dev, id)
 	assertLearned(t, r)
 	v = get()
 	w := v.Progress.RolloutWorkers[victimWorker]
