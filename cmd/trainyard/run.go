@@ -271,6 +271,8 @@ func addRunSpecFlags(f *pflag.FlagSet, spec *training.Spec, target *float64, hyp
 	f.IntVar(&spec.EnvsPerWorker, "envs-per-worker", 0, "env instances per worker (ENVS_PER_WORKER; default 8)")
 	f.IntVar(&spec.EpisodeLength, "episode-length", 0, "env steps per instance per iteration (EPISODE_LENGTH)")
 	f.IntVar(&spec.BatchSize, "batch-size", 0, "minibatch size (BATCH_SIZE)")
+	f.IntVar(&spec.RolloutWorkers, "rollout-workers", 0, "distributed rollouts: this many rollout workers on the cluster's nodes (0 GPUs; default 0: in the trainer)")
+	f.Float64Var(&spec.RolloutCPUs, "rollout-cpus", 0, "CPUs each rollout worker reserves (default 1)")
 	f.IntVar(&spec.Iterations, "iterations", 0, "stop after this many iterations (default 500)")
 	f.Float64Var(target, "target-return", 0, "stop once the mean return of the last 100 episodes reaches this")
 	f.IntVar(&spec.CheckpointEvery, "checkpoint-every", 0, "iterations between checkpoints (default 10)")
