@@ -1,5 +1,6 @@
 # Built-in PPO learner (internal/ppo, internal/nn, internal/envs/...).
-# The learning tests (CartPole-v1 to 475, Pendulum-v1 to -200) take ~25 s
+# The learning tests (CartPole-v1 to 475 in-process and from 2 simulated
+# rollout workers' fragments, Pendulum-v1 to -200) take ~40 s
 # without the race detector and are compiled out under -race, so `make test`
 # runs them here first, without -race.
 TEST_DEPS += ppo-learn

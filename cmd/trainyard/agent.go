@@ -199,7 +199,7 @@ func newTrainingRunner(ctx context.Context, o *agentOptions) (*training.Runner, 
 	if err != nil {
 		return nil, nil, err
 	}
-	return &training.Runner{Plugins: rt, Store: pluginstore.New(store), Checkpoints: checkpoint.New(store, checkpoint.Options{})},
+	return &training.Runner{Plugins: rt, Store: pluginstore.New(store), Checkpoints: checkpoint.New(store, checkpoint.Options{}), Objects: store, Node: o.node},
 		func() { _ = rt.Close(context.Background()) }, nil
 }
 

@@ -271,6 +271,8 @@ func addRunSpecFlags(f *pflag.FlagSet, spec *training.Spec, target *float64, hyp
 	f.IntVar(&spec.EnvsPerWorker, "envs-per-worker", 0, "env instances per worker (ENVS_PER_WORKER; default 8)")
 	f.IntVar(&spec.EpisodeLength, "episode-length", 0, "env steps per instance per iteration (EPISODE_LENGTH)")
 	f.IntVar(&spec.BatchSize, "batch-size", 0, "minibatch size (BATCH_SIZE)")
+	f.IntVar(&spec.RolloutWorkers, "rollout-workers", 0, "distributed rollouts: this many rollout workers on the cluster's nodes (0 GPUs; default 0: in the trainer)")
+	f.Float64Var(&spec.RolloutCPUs, "rollout-cpus", 0, "CPUs each rollout worker reserves (default 1)")
 	f.IntVar(&spec.Iterations, "iterations", 0, "stop after this many iterations (default 500)")
 	f.Float64Var(target, "target-return", 0, "stop once the mean return of the last 100 episodes reaches this")
 	f.IntVar(&spec.CheckpointEvery, "checkpoint-every", 0, "iterations between checkpoints (default 10)")
@@ -298,6 +300,20 @@ func runTable(w *tabwriter.Writer, r api.Run) {
 	}
 	for _, rs := range p.Restores {
 		fmt.Fprintf(w, "restored\tfrom checkpoint %d at iteration %d\n", rs.Checkpoint, rs.Iteration)
+	}
+	for _, rw := range p.RolloutWorkers {
+		fmt.Fprintf(w, "rollout worker %d\t%s on %s (%d placements, %d lost)", rw.Worker, rw.State, orDash(rw.Node), rw.Placements, rw.Failures)
+		if rw.Reason != "" {
+			fmt.Fprintf(w, ": %s", rw.Reason)
+		}
+		fmt.Fprintln(w)
+	}
+	if n := len(p.Metrics); n > 0 && len(p.Metrics[n-1].Rollouts) > 0 {
+		var parts []string
+		for _, f := range p.Metrics[n-1].Rollouts {
+			parts = append(parts, fmt.Sprintf("worker %d on %s (weights v%d, %d steps, %.0f steps/s)", f.Worker, orDash(f.Node), f.WeightVersion, f.Steps, f.StepsPerSecond))
+		}
+		fmt.Fprintf(w, "last rollouts\t%s\n", strings.Join(parts, "; "))
 	}
 	if p.Eval != nil {
 		fmt.Fprintf(w, "evaluation\t%d episodes, return %.2f (min %.1f, max %.1f)\n", p.Eval.Episodes, p.Eval.ReturnMean, p.Eval.ReturnMin, p.Eval.ReturnMax)

@@ -51,6 +51,9 @@ type Metrics struct {
 	GradNorm          float64 `json:"grad_norm"`
 	LearningRate      float64 `json:"learning_rate"`
 	Minibatches       int     `json:"minibatches"`
+	// Rollouts name the fragments a distributed iteration learnt from
+	// (absent when the learner stepped its own envs).
+	Rollouts []RolloutInfo `json:"rollouts,omitempty"`
 }
 
 // Learner trains a policy on one VecEnv. Not safe for concurrent use.
@@ -95,6 +98,12 @@ type Learner struct {
 	scratch []float64 // obs-dim scratch for statistics
 	normObs []float64 // nEnv × od
 	finNorm []float64 // normalised final observations, for bootstrapping
+
+	// track records what a rollout worker sends besides the rollout (nil
+	// on the in-process path, which never reads or writes it).
+	track *fragTrack
+	// lastLearn is when the previous Learn returned (distributed trainer).
+	lastLearn time.Time
 }
 
 // rollout is one iteration's transitions, time-major (t·nEnv + env).
@@ -286,6 +295,9 @@ func (l *Learner) collect(ctx context.Context, m *Metrics) error {
 		}
 		if l.cfg.NormalizeObs {
 			l.obsRMS.update(l.obs, n, l.scratch)
+			if l.track != nil {
+				l.track.obs.update(l.obs, n, l.scratch)
+			}
 		}
 		row := t * n
 		x := l.buf.obs[row*od : (row+n)*od]
@@ -309,6 +321,9 @@ func (l *Learner) collect(ctx context.Context, m *Metrics) error {
 			l.epRet[i] += float64(l.rewards[i])
 			l.epLen[i]++
 			dones[i] = 0
+			if l.track != nil {
+				l.track.term[row+i], l.track.trunc[row+i] = l.term[i], l.trunc[i]
+			}
 			if l.term[i] || l.trunc[i] {
 				dones[i] = 1
 				bootstrap = bootstrap || (l.trunc[i] && !l.term[i])
@@ -350,6 +365,9 @@ func (l *Learner) scaleRewards(rew []float64) {
 		l.ret[i] = l.ret[i]*l.cfg.Gamma + r
 	}
 	l.retRMS.updateF64(l.ret, len(l.ret), l.scratch)
+	if l.track != nil {
+		l.track.ret.updateF64(l.ret, len(l.ret), l.scratch)
+	}
 	inv := 1 / math.Sqrt(l.retRMS.Var[0]+1e-8)
 	for i, r := range rew {
 		rew[i] = min(max(r*inv, -l.cfg.RewardClip), l.cfg.RewardClip)
@@ -369,6 +387,10 @@ func (l *Learner) finishEpisode(i int, m *Metrics, lenSum *int64) {
 	l.recent[l.recentNext] = r
 	l.recentNext = (l.recentNext + 1) % len(l.recent)
 	l.recentN++
+	if l.track != nil {
+		l.track.epRet = append(l.track.epRet, r)
+		l.track.epLen = append(l.track.epLen, l.epLen[i])
+	}
 	l.epRet[i], l.epLen[i] = 0, 0
 }
 
@@ -437,10 +459,19 @@ func logSumExp(z []float64) float64 {
 // computeGAE fills advantages and returns with GAE(λ), bootstrapping the
 // last step from the value of the current observation.
 func (l *Learner) computeGAE() {
+	l.gae(l.nextValues())
+}
+
+// nextValues is V of the current (normalised) observations.
+func (l *Learner) nextValues() []float64 {
+	l.normalizeObs(l.normObs, l.obs, l.nEnv)
+	return l.vf.Forward(l.params[l.vfOff:l.stdOff], l.workers[0].vfWS, l.normObs, l.nEnv)
+}
+
+// gae fills advantages and returns from the rollout in l.buf, bootstrapping
+// each env's last step from next.
+func (l *Learner) gae(next []float64) {
 	n, T := l.nEnv, l.cfg.NumSteps
-	w := l.workers[0]
-	l.normalizeObs(l.normObs, l.obs, n)
-	next := l.vf.Forward(l.params[l.vfOff:l.stdOff], w.vfWS, l.normObs, n)
 	b := &l.buf
 	g, lam := l.cfg.Gamma, l.cfg.Lambda
 	for i := 0; i < n; i++ {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -214,7 +215,7 @@ func TestResumeNeitherResetsCountersNorDrifts(t *testing.T) {
 			}
 			got = append(got, run(t, resumed, m-k)...)
 			for i := range want {
-				if got[i] != want[i] {
+				if !reflect.DeepEqual(got[i], want[i]) { // Metrics holds a slice (Rollouts)
 					t.Fatalf("iteration %d metrics differ:\n resumed  %+v\n straight %+v", i+1, got[i], want[i])
 				}
 				if i > 0 && (got[i].Iteration <= got[i-1].Iteration || got[i].Timesteps <= got[i-1].Timesteps) {

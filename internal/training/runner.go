@@ -16,6 +16,7 @@ import (
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/envs"
 	"github.com/trainyard/trainyard/internal/inference"
+	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/plugins"
@@ -94,6 +95,10 @@ type Runner struct {
 	// Drain, once started, ends segments early with a checkpoint of the
 	// iteration just finished, so their run moves with nothing lost.
 	Drain *drain.Signal
+	// Objects is the bucket distributed rollouts exchange weights and
+	// fragments through (distributed.go); Node names this node in them.
+	Objects *objstore.Store
+	Node    string
 
 	mu   sync.Mutex
 	live map[string]*session
@@ -105,6 +110,10 @@ type session struct {
 	mods    []*plugins.Module
 	seq     int64
 	used    time.Time
+	// Distributed trainers: this session's generation and the weight
+	// version it last published (-1: none yet).
+	gen       string
+	published int64
 }
 
 func (s *session) close() {

@@ -49,6 +49,12 @@ type Spec struct {
 	EnvsPerWorker    int `json:"envs_per_worker,omitempty" minimum:"0" maximum:"4096" doc:"Env instances per worker (ENVS_PER_WORKER); default 8."`
 	EpisodeLength    int `json:"episode_length,omitempty" minimum:"0" doc:"Env steps per instance per iteration (EPISODE_LENGTH); default from the env's tuned config."`
 	BatchSize        int `json:"batch_size,omitempty" minimum:"0" doc:"Minibatch size (BATCH_SIZE); default from the env's tuned config."`
+	// RolloutWorkers > 0 is the distributed mode: that many rollout-worker
+	// activities (0 GPUs, RolloutCPUs each, placed like the trainer) step
+	// EnvsPerWorker envs each and hand their rollouts to the trainer
+	// through S3; 0 steps the envs inside the trainer (the default).
+	RolloutWorkers int     `json:"rollout_workers,omitempty" minimum:"0" maximum:"64" doc:"Distributed rollouts: this many rollout workers (0 GPUs, rollout_cpus each) on the cluster's nodes step envs_per_worker envs each and exchange weights and rollouts with the trainer through S3 (docs/training.md). 0, the default: the trainer steps workers × envs_per_worker envs itself."`
+	RolloutCPUs    float64 `json:"rollout_cpus,omitempty" minimum:"0" doc:"CPUs each rollout worker reserves (default 1)."`
 	// Hyperparameters override ppo.Config fields by their JSON names
 	// (learning_rate, gamma, gae_lambda, epochs, hidden, ...).
 	Hyperparameters map[string]any `json:"hyperparameters,omitempty" doc:"Overrides of PPO hyper-parameters by name (learning_rate, gamma, gae_lambda, epochs, clip_coef, entropy_coef, hidden, normalize_obs, ...)."`
@@ -112,6 +118,9 @@ func (s Spec) WithDefaults() Spec {
 	if s.SyncEverySeconds == 0 {
 		s.SyncEverySeconds = 30
 	}
+	if s.RolloutWorkers > 0 && s.RolloutCPUs == 0 {
+		s.RolloutCPUs = 1
+	}
 	return s
 }
 
@@ -169,6 +178,14 @@ func (s Spec) Validate() error {
 	}
 	if s.TargetReturn != nil && (math.IsNaN(*s.TargetReturn) || math.IsInf(*s.TargetReturn, 0)) {
 		bad("target_return", "must be finite")
+	}
+	if s.RolloutWorkers < 0 || s.RolloutWorkers > 64 {
+		bad("rollout_workers", "must be 0..64, got %d", s.RolloutWorkers)
+	} else if s.RolloutWorkers > 0 && s.Algorithm != AlgorithmPPO {
+		bad("rollout_workers", "distributed rollouts need algorithm %q", AlgorithmPPO)
+	}
+	if s.RolloutCPUs < 0 || math.IsNaN(s.RolloutCPUs) || math.IsInf(s.RolloutCPUs, 0) || (s.RolloutWorkers > 0 && s.RolloutCPUs == 0) {
+		bad("rollout_cpus", "must be positive, got %v", s.RolloutCPUs)
 	}
 	if s.CPUs <= 0 || s.MemoryMB <= 0 {
 		bad("cpus", "cpus and memory_mb must be positive")
@@ -251,14 +268,31 @@ func (s Spec) PPOConfig(envName string) (ppo.Config, error) {
 // NumEnvs is the number of env instances the trainer steps.
 func (s Spec) NumEnvs() int { return s.Workers * s.EnvsPerWorker }
 
+// Distributed reports the distributed-rollout mode (rollout_workers > 0).
+func (s Spec) Distributed() bool { return s.RolloutWorkers > 0 }
+
+// LearnerEnvs is how many envs one iteration's rollout spans: the
+// trainer's own (NumEnvs), or every rollout worker's together.
+func (s Spec) LearnerEnvs() int {
+	if s.Distributed() {
+		return s.RolloutWorkers * s.EnvsPerWorker
+	}
+	return s.NumEnvs()
+}
+
 // WorkSpec is what admission and placement see: one trainer that runs its
 // rollout workers in-process (the built-in learner needs no GPU; a command
 // gets the GPUs it asks for).
+// With rollout_workers, the rollout workers are a role of their own.
 func (s Spec) WorkSpec(id string) workspec.Spec {
-	return workspec.Spec{
+	ws := workspec.Spec{
 		Name: id, Kind: workspec.KindTraining, Priority: s.Priority,
 		Roles: []workspec.Role{{Name: workspec.RoleTrainer, Count: 1, CPUs: s.CPUs, GPUs: float64(s.GPUs), MemoryMB: s.MemoryMB}},
 	}
+	if s.Distributed() {
+		ws.Roles = append(ws.Roles, workspec.Role{Name: workspec.RoleRolloutWorker, Count: s.RolloutWorkers, CPUs: s.RolloutCPUs, MemoryMB: s.MemoryMB})
+	}
+	return ws
 }
 
 func keys(m map[string]any) []string {

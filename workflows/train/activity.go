@@ -36,6 +36,58 @@ func (a *AgentActivities) RunCommand(ctx context.Context, in training.CommandInp
 // metrics so a dead agent is noticed within the heartbeat timeout and the
 // API can show progress inside a segment.
 func (a *AgentActivities) RunSegment(ctx context.Context, in training.SegmentInput) (training.SegmentResult, error) {
+	return a.segment(ctx, in, a.Runner.RunSegment)
+}
+
+// RunDistributedSegment is RunSegment for a run with rollout workers: the
+// trainer learns from the fragments they write to S3.
+func (a *AgentActivities) RunDistributedSegment(ctx context.Context, in training.SegmentInput) (training.SegmentResult, error) {
+	return a.segment(ctx, in, a.Runner.RunDistributedSegment)
+}
+
+// RunRollouts is one rollout worker of a distributed run: it acts with each
+// weight version the trainer publishes until the run ends, heartbeating
+// its progress (fragments written, weight version) so a dead node is
+// noticed within the heartbeat timeout and the worker placed again.
+func (a *AgentActivities) RunRollouts(ctx context.Context, in training.RolloutInput) (training.RolloutStatus, error) {
+	beat := make(chan training.RolloutStatus, 1)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		var last *training.RolloutStatus
+		for {
+			select {
+			case <-done:
+				return
+			case st := <-beat:
+				last = &st
+				activity.RecordHeartbeat(ctx, st)
+			case <-t.C:
+				if last != nil {
+					activity.RecordHeartbeat(ctx, *last)
+				} else {
+					activity.RecordHeartbeat(ctx)
+				}
+			}
+		}
+	}()
+	st, err := a.Runner.RunRollouts(ctx, in, func(st training.RolloutStatus) {
+		select {
+		case beat <- st:
+		default:
+		}
+	})
+	if err != nil && errors.Is(err, training.ErrFatal) {
+		return st, temporal.NewNonRetryableApplicationError(err.Error(), ErrTrainingFailed, err)
+	}
+	return st, err
+}
+
+type segmentFunc func(context.Context, training.SegmentInput, func(ppo.Metrics)) (training.SegmentResult, error)
+
+func (a *AgentActivities) segment(ctx context.Context, in training.SegmentInput, run segmentFunc) (training.SegmentResult, error) {
 	// Loading a plugin or restoring a checkpoint can take longer than one
 	// iteration: beat on a timer as well.
 	beat := make(chan ppo.Metrics, 1)
@@ -62,7 +114,7 @@ func (a *AgentActivities) RunSegment(ctx context.Context, in training.SegmentInp
 		}
 	}()
 	sctx, tel := startSegment(ctx, in) // the segment's span and metrics (telemetry.go)
-	res, err := a.Runner.RunSegment(sctx, in, func(m ppo.Metrics) {
+	res, err := run(sctx, in, func(m ppo.Metrics) {
 		tel.iteration(sctx, m)
 		select {
 		case beat <- m:

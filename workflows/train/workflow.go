@@ -90,6 +90,18 @@ type RunProgress struct {
 	Eval    *ppo.EvalResult `json:"eval,omitempty" doc:"Deterministic evaluation of the final policy."`
 	// Output is the end of a command trainer's output once it exited.
 	Output string `json:"output,omitempty" doc:"Command runs: the last lines the trainer printed (live: GET /v1/runs/{id} live_output)."`
+	// RolloutWorkers are the distributed mode's rollout workers.
+	RolloutWorkers []RolloutWorker `json:"rollout_workers,omitempty" doc:"Distributed runs (rollout_workers > 0): each rollout worker's state and node."`
+}
+
+// RolloutWorker is one rollout-worker slot of a distributed run.
+type RolloutWorker struct {
+	Worker     int    `json:"worker"`
+	State      string `json:"state" enum:"waiting,infeasible,running,stopped"`
+	Node       string `json:"node,omitempty"`
+	Reason     string `json:"reason,omitempty" doc:"Why it waits, or what happened to its last placement."`
+	Placements int    `json:"placements"`
+	Failures   int    `json:"failures" doc:"Placements lost (node death, agent killed, S3 outage); each placed again."`
 }
 
 func (p *RunProgress) apply(seg training.SegmentResult) {
@@ -160,7 +172,9 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 		_ = workflow.SignalExternalWorkflow(dctx, cluster.WorkflowID(spec.Cluster), "", cluster.SignalRelease, cluster.Release{JobID: in.RunID}).Get(dctx, nil)
 		alloc, p.Node = nil, ""
 	}
+	fl := &fleet{}
 	end := func(state string, err error) (RunProgress, error) {
+		fl.stop(ctx)
 		release()
 		p.State = state
 		if temporal.IsCanceledError(err) {
@@ -201,6 +215,7 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 
 	for {
 		if paused {
+			fl.stop(ctx)
 			release()
 			p.State, p.Reason = "paused", "paused by a user; resume to continue from checkpoint "+fmt.Sprint(p.Checkpoint)
 			if err := workflow.Await(ctx, func() bool { return !paused }); err != nil {
@@ -216,6 +231,9 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			alloc = &a
 			p.Placements++
 			p.Node, p.Reason, p.WaitingSince = a.Node, "", nil
+		}
+		if spec.Distributed() && fl.cancel == nil {
+			fl.start(ctx, in, spec, p)
 		}
 		p.State = "running"
 		if spec.Algorithm == training.AlgorithmCommand {
@@ -258,10 +276,20 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 		})
 		var seg training.SegmentResult
-		err := workflow.ExecuteActivity(segCtx, (*AgentActivities).RunSegment, training.SegmentInput{
+		segIn := training.SegmentInput{
 			RunID: in.RunID, Spec: spec, EnvPlugin: in.EnvPlugin, RewardPlugin: in.RewardPlugin,
 			FromCheckpoint: p.Checkpoint, Iterations: spec.CheckpointEvery, Endpoints: in.Endpoints,
-		}).Get(ctx, &seg)
+		}
+		var err error
+		if spec.Distributed() {
+			err = fl.segment(ctx, segCtx, segIn, &seg)
+			if fl.fatal != nil {
+				p.Reason = fl.fatal.Error()
+				return end("failed", temporal.NewNonRetryableApplicationError(p.Reason, ErrTrainingFailed, nil))
+			}
+		} else {
+			err = workflow.ExecuteActivity(segCtx, (*AgentActivities).RunSegment, segIn).Get(ctx, &seg)
+		}
 		if err != nil {
 			if done, res, ferr := lost(err); done {
 				return res, ferr

@@ -1,0 +1,547 @@
+package training
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/trainyard/trainyard/internal/checkpoint"
+	"github.com/trainyard/trainyard/internal/envs"
+	"github.com/trainyard/trainyard/internal/inference"
+	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/plugins"
+)
+
+// Distributed rollouts (spec rollout_workers > 0). S3 is the only channel
+// between the trainer and its rollout workers (docs/training.md, "S3
+// layout"):
+//
+//	runs/<run>/weights/<iteration>              policy version <iteration> (ppo.Weights)
+//	runs/<run>/weights/latest                   JSON BusHead: which version to act with next
+//	runs/<run>/rollouts/<iteration>/<worker>    a worker's fragment for <iteration> (ppo.Fragment)
+//
+// Each trainer session (a placement, a restore) has a fresh generation;
+// weights and fragments carry it, so nothing from before a restart is
+// ever learnt from.
+
+// BusHead is the object runs/<run>/weights/latest.
+type BusHead struct {
+	Version    int64  `json:"version"`
+	Generation string `json:"generation"`
+	Key        string `json:"key"`
+	// Done: the run ended; rollout workers return.
+	Done bool `json:"done,omitempty"`
+}
+
+// Bus keys.
+func busPrefix(run string) string { return "runs/" + run + "/" }
+
+// WeightsKey is the object holding weight version it of run.
+func WeightsKey(run string, it int64) string {
+	return fmt.Sprintf("runs/%s/weights/%010d", run, it)
+}
+
+// HeadKey is the object naming the newest weights.
+func HeadKey(run string) string { return "runs/" + run + "/weights/latest" }
+
+// FragmentKey is worker's rollout for iteration it.
+func FragmentKey(run string, it int64, worker int) string {
+	return fmt.Sprintf("runs/%s/rollouts/%010d/%03d", run, it, worker)
+}
+
+// busPoll is how often a waiting side looks for the other's object.
+const busPoll = 25 * time.Millisecond
+
+// RolloutInput starts one rollout worker of a run.
+type RolloutInput struct {
+	RunID        string               `json:"run_id"`
+	Spec         Spec                 `json:"spec"`
+	EnvPlugin    string               `json:"env_plugin"`
+	RewardPlugin string               `json:"reward_plugin,omitempty"`
+	Endpoints    []inference.Endpoint `json:"endpoints,omitempty"`
+	Worker       int                  `json:"worker"`
+	// Start counts the worker's placements (its seed differs per start,
+	// so a replacement does not replay its predecessor's episodes).
+	Start int `json:"start"`
+}
+
+// RolloutStatus is a rollout worker's progress (its heartbeat details and
+// result).
+type RolloutStatus struct {
+	Worker    int    `json:"worker"`
+	Node      string `json:"node,omitempty"`
+	Fragments int    `json:"fragments"`
+	// WeightVersion is the version of the last fragment written.
+	WeightVersion int64 `json:"weight_version"`
+	Steps         int64 `json:"steps"`
+}
+
+func (r *Runner) bus() (*objstore.Store, error) {
+	if r.Objects == nil {
+		return nil, fmt.Errorf("distributed rollouts need the agent's S3 bucket: %w", ErrFatal)
+	}
+	return r.Objects, nil
+}
+
+func getObject(ctx context.Context, s *objstore.Store, key string) ([]byte, error) {
+	o, err := s.Client.GetObject(ctx, s.Bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer o.Close()
+	b, err := io.ReadAll(o)
+	if err != nil {
+		if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+			return nil, errNoObject
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+var (
+	errNoObject = errors.New("no such object")
+	errDrained  = errors.New("node draining")
+)
+
+func putObject(ctx context.Context, s *objstore.Store, key string, b []byte) error {
+	_, err := s.Client.PutObject(ctx, s.Bucket, key, bytes.NewReader(b), int64(len(b)), minio.PutObjectOptions{ContentType: "application/octet-stream"})
+	return err
+}
+
+// deleteBus removes the run's bus objects under sub ("weights/",
+// "rollouts/" or "") whose iteration keep does not accept (nil: all; the
+// head is never removed here).
+func deleteBus(ctx context.Context, s *objstore.Store, run, sub string, keep func(it int64) bool) error {
+	prefix := busPrefix(run) + sub
+	objs := make(chan minio.ObjectInfo)
+	go func() {
+		defer close(objs)
+		for o := range s.Client.ListObjects(ctx, s.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+			if o.Err != nil {
+				return
+			}
+			if o.Key == HeadKey(run) {
+				continue
+			}
+			rest := strings.TrimPrefix(o.Key, busPrefix(run))
+			parts := strings.Split(rest, "/")
+			if len(parts) >= 2 && keep != nil {
+				if it, err := strconv.ParseInt(parts[1], 10, 64); err == nil && keep(it) {
+					continue
+				}
+			}
+			select {
+			case objs <- o:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for e := range s.Client.RemoveObjects(ctx, s.Bucket, objs, minio.RemoveObjectsOptions{}) {
+		if e.Err != nil {
+			return e.Err
+		}
+	}
+	return ctx.Err()
+}
+
+// generation names one trainer session.
+func generation() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// publish writes weights version v, then the head naming it.
+func (s *session) publish(ctx context.Context, bus *objstore.Store, run string) error {
+	w := s.learner.Weights(s.gen)
+	b, err := w.Encode()
+	if err != nil {
+		return err
+	}
+	key := WeightsKey(run, w.Version)
+	if err := putObject(ctx, bus, key, b); err != nil {
+		return fmt.Errorf("run %s: publish weights %d: %w", run, w.Version, err)
+	}
+	head, _ := json.Marshal(BusHead{Version: w.Version, Generation: s.gen, Key: key})
+	if err := putObject(ctx, bus, HeadKey(run), head); err != nil {
+		return fmt.Errorf("run %s: publish weights %d: %w", run, w.Version, err)
+	}
+	s.published = w.Version
+	return nil
+}
+
+// RunDistributedSegment is RunSegment for rollout_workers > 0: the
+// learner steps no env; each iteration it publishes its weights, waits for
+// every worker's fragment of the next iteration, and learns from them.
+func (r *Runner) RunDistributedSegment(ctx context.Context, in SegmentInput, progress func(ppo.Metrics)) (SegmentResult, error) {
+	var res SegmentResult
+	spec := in.Spec.WithDefaults()
+	bus, err := r.bus()
+	if err != nil {
+		return res, err
+	}
+	s := r.take(in.RunID)
+	if s != nil && s.seq != in.FromCheckpoint {
+		s.close()
+		s = nil
+	}
+	if s == nil {
+		if s, res, err = r.openTrainer(ctx, in, spec); err != nil {
+			return res, err
+		}
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			s.close()
+		}
+	}()
+	if s.published < 0 {
+		// A new session: nothing on the bus from before it may be learnt
+		// from, and workers must switch to this generation's weights.
+		if err := deleteBus(ctx, bus, in.RunID, "", nil); err != nil {
+			return res, fmt.Errorf("run %s: clear the rollout bus: %w", in.RunID, err)
+		}
+		if err := s.publish(ctx, bus, in.RunID); err != nil {
+			return res, err
+		}
+	}
+
+	target := spec.TargetReturn
+	reached := func(m ppo.Metrics) bool {
+		return target != nil && m.RecentEpisodes >= minEpisodesForTarget && m.RecentReturnMean >= *target
+	}
+	var segment []ppo.Metrics
+	for range in.Iterations {
+		it, _ := s.learner.Counters()
+		if it >= int64(spec.Iterations) {
+			break
+		}
+		if res.Drained = r.Drain.Reason(); res.Drained != "" {
+			break
+		}
+		frags, err := r.gather(ctx, bus, in.RunID, s.gen, it, spec.RolloutWorkers)
+		if errors.Is(err, errDrained) {
+			res.Drained = r.Drain.Reason()
+			break
+		}
+		if err != nil {
+			return res, err
+		}
+		m, err := s.learner.Learn(ctx, frags)
+		if err != nil {
+			return res, fmt.Errorf("run %s iteration %d: %w: %w", in.RunID, it+1, ErrFatal, err)
+		}
+		if err := s.publish(ctx, bus, in.RunID); err != nil {
+			return res, err
+		}
+		// Version it and its fragments are spent.
+		_ = deleteBusKeys(ctx, bus, WeightsKey(in.RunID, it), fragmentKeys(in.RunID, it+1, spec.RolloutWorkers)...)
+		segment = append(segment, m)
+		if progress != nil {
+			progress(m)
+		}
+		if reached(m) {
+			break
+		}
+	}
+	res.Metrics = append(res.Metrics, segment...)
+	res.Iteration, res.Timesteps = s.learner.Counters()
+	if n := len(res.Metrics); n > 0 {
+		last := res.Metrics[n-1]
+		res.MeanReturn, res.Episodes = last.RecentReturnMean, last.RecentEpisodes
+		res.Done = reached(last)
+	}
+	res.Done = res.Done || res.Iteration >= int64(spec.Iterations)
+	if len(segment) > 0 {
+		seq, err := r.save(ctx, in, spec, s.learner, segment, res.MeanReturn)
+		if err != nil {
+			return res, err
+		}
+		s.seq = seq
+		// Stragglers (fragments of a generation or iteration no longer
+		// awaited) go with each checkpoint.
+		_ = deleteBus(ctx, bus, in.RunID, "rollouts/", func(it int64) bool { return it > res.Iteration })
+	}
+	res.Checkpoint = s.seq
+	if res.Done {
+		head, _ := json.Marshal(BusHead{Version: res.Iteration, Generation: s.gen, Done: true})
+		if err := putObject(ctx, bus, HeadKey(in.RunID), head); err != nil {
+			return res, fmt.Errorf("run %s: tell rollout workers it ended: %w", in.RunID, err)
+		}
+		_ = deleteBus(ctx, bus, in.RunID, "", nil)
+		ev, err := r.evaluate(ctx, s, spec)
+		if err != nil {
+			return res, err
+		}
+		res.Eval = &ev
+		return res, nil
+	}
+	if res.Drained != "" {
+		return res, nil
+	}
+	ok = true
+	r.put(in.RunID, s)
+	return res, nil
+}
+
+func fragmentKeys(run string, it int64, workers int) []string {
+	out := make([]string, workers)
+	for w := range out {
+		out[w] = FragmentKey(run, it, w)
+	}
+	return out
+}
+
+func deleteBusKeys(ctx context.Context, s *objstore.Store, first string, rest ...string) error {
+	for _, k := range append([]string{first}, rest...) {
+		if err := s.Client.RemoveObject(ctx, s.Bucket, k, minio.RemoveObjectOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gather waits for every worker's fragment of iteration it+1 acted with
+// this generation's version it. Fragments of another generation or version
+// are stale (written by a worker that had not yet seen this session's
+// weights): they are removed, and the worker's next one awaited.
+func (r *Runner) gather(ctx context.Context, bus *objstore.Store, run, gen string, it int64, workers int) ([]*ppo.Fragment, error) {
+	frags := make([]*ppo.Fragment, workers)
+	missing := workers
+	t := time.NewTicker(busPoll)
+	defer t.Stop()
+	for {
+		for w := range frags {
+			if frags[w] != nil {
+				continue
+			}
+			key := FragmentKey(run, it+1, w)
+			b, err := getObject(ctx, bus, key)
+			if errors.Is(err, errNoObject) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("run %s: read %s: %w", run, key, err)
+			}
+			f, err := ppo.DecodeFragment(b)
+			if err != nil || f.Generation != gen || f.WeightVersion != it || f.Worker != w {
+				_ = bus.Client.RemoveObject(ctx, bus.Bucket, key, minio.RemoveObjectOptions{})
+				continue
+			}
+			frags[w] = f
+			missing--
+		}
+		if missing == 0 {
+			return frags, nil
+		}
+		if r.Drain.Reason() != "" {
+			return nil, errDrained
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// openTrainer builds a trainer session: the env plugin (for its spec and
+// the final evaluation) and a learner restored from the newest checkpoint,
+// or a fresh one.
+func (r *Runner) openTrainer(ctx context.Context, in SegmentInput, spec Spec) (*session, SegmentResult, error) {
+	var res SegmentResult
+	s := &session{gen: generation(), published: -1}
+	fail := func(err error) (*session, SegmentResult, error) {
+		s.close()
+		return nil, res, err
+	}
+	g, err := grants(in)
+	if err != nil {
+		return fail(err)
+	}
+	envMod, err := r.load(ctx, in.EnvPlugin, g)
+	if err != nil {
+		return fail(err)
+	}
+	s.mods = append(s.mods, envMod)
+	if in.RewardPlugin != "" {
+		rm, err := r.load(ctx, in.RewardPlugin, plugins.Grants{})
+		if err != nil {
+			return fail(err)
+		}
+		s.mods = append(s.mods, rm)
+	}
+	envSpec := envMod.Metadata().Spec()
+	n := spec.LearnerEnvs()
+	m, err := r.Checkpoints.Latest(ctx, in.RunID)
+	switch {
+	case errors.Is(err, checkpoint.ErrNotFound):
+		if in.FromCheckpoint > 0 {
+			return fail(fmt.Errorf("run %s: checkpoint %d was reported but none is in the bucket: %w", in.RunID, in.FromCheckpoint, ErrFatal))
+		}
+		cfg, err := spec.PPOConfig(envSpec.Name)
+		if err != nil {
+			return fail(fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err))
+		}
+		if s.learner, err = ppo.NewTrainer(envSpec, n, cfg); err != nil {
+			return fail(fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err))
+		}
+		return s, res, nil
+	case err != nil:
+		return fail(fmt.Errorf("run %s: latest checkpoint: %w", in.RunID, err))
+	}
+	if err := checkPlugins(m, in); err != nil {
+		return fail(err)
+	}
+	files, err := r.readFiles(ctx, m, FileLearner, FileMetrics)
+	if err != nil {
+		return fail(err)
+	}
+	if s.learner, err = ppo.Restore(bytes.NewReader(files[FileLearner]), ppo.SpecOnly(envSpec, n)); err != nil {
+		return fail(fmt.Errorf("run %s: restore checkpoint %d: %w: %w", in.RunID, m.Seq, ErrFatal, err))
+	}
+	s.seq, res.RestoredFrom = m.Seq, m.Seq
+	if m.Seq > in.FromCheckpoint {
+		var lost []ppo.Metrics
+		if err := json.Unmarshal(files[FileMetrics], &lost); err == nil {
+			res.Metrics = lost
+		}
+	}
+	return s, res, nil
+}
+
+// workerSeed gives each worker and each of its starts its own episodes.
+func workerSeed(seed uint64, worker, start int) uint64 {
+	x := seed ^ (uint64(worker+1) * 0x9E3779B97F4A7C15) ^ (uint64(start) * 0xBF58476D1CE4E5B9)
+	x ^= x >> 31
+	return x
+}
+
+// RunRollouts is one rollout worker: it loads the env plugin, then until
+// the run ends acts with each new weight version the trainer publishes and
+// writes the fragment. progress is called after every fragment.
+func (r *Runner) RunRollouts(ctx context.Context, in RolloutInput, progress func(RolloutStatus)) (RolloutStatus, error) {
+	st := RolloutStatus{Worker: in.Worker, Node: r.Node, WeightVersion: -1}
+	spec := in.Spec.WithDefaults()
+	bus, err := r.bus()
+	if err != nil {
+		return st, err
+	}
+	seg := SegmentInput{RunID: in.RunID, Spec: spec, EnvPlugin: in.EnvPlugin, RewardPlugin: in.RewardPlugin, Endpoints: in.Endpoints}
+	g, err := grants(seg)
+	if err != nil {
+		return st, err
+	}
+	envMod, err := r.load(ctx, in.EnvPlugin, g)
+	if err != nil {
+		return st, err
+	}
+	defer envMod.Close(context.Background())
+	seed := workerSeed(spec.Seed, in.Worker, in.Start)
+	venv, err := envMod.NewVecEnv(ctx, spec.EnvsPerWorker, seed)
+	if err != nil {
+		return st, fmt.Errorf("env plugin %s: %w: %w", short(in.EnvPlugin), ErrFatal, err)
+	}
+	defer venv.Close()
+	var env envs.VecEnv = venv
+	if in.RewardPlugin != "" {
+		rm, err := r.load(ctx, in.RewardPlugin, plugins.Grants{})
+		if err != nil {
+			return st, err
+		}
+		defer rm.Close(context.Background())
+		if env, err = plugins.Shape(ctx, venv, rm); err != nil {
+			return st, fmt.Errorf("reward plugin %s: %w: %w", short(in.RewardPlugin), ErrFatal, err)
+		}
+	}
+	cfg, err := spec.PPOConfig(env.Spec().Name)
+	if err != nil {
+		return st, fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err)
+	}
+	cfg.Seed = seed
+	actor, err := ppo.NewActor(env, cfg)
+	if err != nil {
+		return st, fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err)
+	}
+	var lastGen string
+	lastVersion := int64(-1)
+	t := time.NewTicker(busPoll)
+	defer t.Stop()
+	for {
+		b, err := getObject(ctx, bus, HeadKey(in.RunID))
+		var head BusHead
+		if err == nil && json.Unmarshal(b, &head) == nil {
+			if head.Done {
+				return st, nil
+			}
+			if head.Generation != lastGen || head.Version != lastVersion {
+				done, err := r.rolloutOnce(ctx, bus, in, actor, head, &st)
+				if err != nil {
+					return st, err
+				}
+				if done {
+					lastGen, lastVersion = head.Generation, head.Version
+					if progress != nil {
+						progress(st)
+					}
+					continue // the trainer may already have published the next
+				}
+			}
+		} else if err != nil && !errors.Is(err, errNoObject) && ctx.Err() == nil {
+			return st, fmt.Errorf("run %s: read the weights head: %w", in.RunID, err)
+		}
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// rolloutOnce acts with the weights head names and writes the fragment;
+// false when those weights are already gone (superseded).
+func (r *Runner) rolloutOnce(ctx context.Context, bus *objstore.Store, in RolloutInput, actor *ppo.Learner, head BusHead, st *RolloutStatus) (bool, error) {
+	b, err := getObject(ctx, bus, head.Key)
+	if errors.Is(err, errNoObject) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("run %s: read %s: %w", in.RunID, head.Key, err)
+	}
+	w, err := ppo.DecodeWeights(b)
+	if err != nil {
+		return false, fmt.Errorf("run %s: %s: %w", in.RunID, head.Key, err)
+	}
+	if w.Generation != head.Generation || w.Version != head.Version {
+		return false, nil // the head moved on while we read
+	}
+	f, err := actor.Collect(ctx, w, in.Worker, r.Node)
+	if err != nil {
+		return false, fmt.Errorf("run %s worker %d: %w", in.RunID, in.Worker, classify(err))
+	}
+	fb, err := f.Encode()
+	if err != nil {
+		return false, err
+	}
+	if err := putObject(ctx, bus, FragmentKey(in.RunID, f.Iteration, in.Worker), fb); err != nil {
+		return false, fmt.Errorf("run %s worker %d: write fragment %d: %w", in.RunID, in.Worker, f.Iteration, err)
+	}
+	st.Fragments++
+	st.WeightVersion = w.Version
+	st.Steps += int64(f.NumEnvs * f.NumSteps)
+	return true, nil
+}

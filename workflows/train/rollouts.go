@@ -1,0 +1,205 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/trainyard/trainyard/internal/training"
+	"github.com/trainyard/trainyard/workflows/cluster"
+	"github.com/trainyard/trainyard/workflows/job"
+)
+
+// Distributed rollouts (spec rollout_workers: K > 0). Besides the trainer's
+// allocation the run holds K rollout-worker allocations (0 GPUs,
+// rollout_cpus each), placed through the same cluster Allocate as the
+// trainer, spread over other nodes when they fit. Each slot is a coroutine
+// that runs one long RunRollouts activity on its node's queue; the
+// activity heartbeats, so a dead node's worker times out and the slot is
+// placed again (elsewhere when needed) while the trainer, waiting on S3 for
+// that worker's fragment, gets it from the replacement. Weight versions and
+// fragments meet only in S3 (internal/training/distributed.go), so neither
+// side's restart needs the other's cooperation.
+
+// rolloutHeartbeat: a worker silent this long is presumed dead.
+const rolloutHeartbeat = 10 * time.Second
+
+// fleet is a run's rollout-worker coroutines.
+type fleet struct {
+	cancel workflow.CancelFunc
+	alive  int
+	// segCancel cancels the trainer's segment in flight (a worker failed
+	// fatally: the trainer would wait for its fragments forever).
+	segCancel workflow.CancelFunc
+	fatal     error
+}
+
+// start launches one coroutine per worker slot.
+func (f *fleet) start(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress) {
+	if len(p.RolloutWorkers) != spec.RolloutWorkers {
+		p.RolloutWorkers = make([]RolloutWorker, spec.RolloutWorkers)
+		for w := range p.RolloutWorkers {
+			p.RolloutWorkers[w] = RolloutWorker{Worker: w, State: "waiting"}
+		}
+	}
+	wctx, cancel := workflow.WithCancel(ctx)
+	f.cancel = cancel
+	for w := range spec.RolloutWorkers {
+		f.alive++
+		workflow.Go(wctx, func(ctx workflow.Context) {
+			defer func() { f.alive-- }()
+			f.run(ctx, in, spec, p, w)
+		})
+	}
+}
+
+// stop cancels every worker and waits until each gave its node back.
+func (f *fleet) stop(ctx workflow.Context) {
+	if f.cancel == nil {
+		return
+	}
+	f.cancel()
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	_ = workflow.Await(dctx, func() bool { return f.alive == 0 })
+	f.cancel = nil
+}
+
+// segment runs the trainer's distributed segment, cancellable by a worker
+// that fails fatally.
+func (f *fleet) segment(ctx, segCtx workflow.Context, in training.SegmentInput, seg *training.SegmentResult) error {
+	sctx, cancel := workflow.WithCancel(segCtx)
+	f.segCancel = cancel
+	defer func() { f.segCancel = nil }()
+	return workflow.ExecuteActivity(sctx, (*AgentActivities).RunDistributedSegment, in).Get(ctx, seg)
+}
+
+func (f *fleet) fail(err error) {
+	if f.fatal == nil {
+		f.fatal = err
+	}
+	if f.segCancel != nil {
+		f.segCancel()
+	}
+}
+
+func rolloutJobID(run string, w int) string { return fmt.Sprintf("%s/rollout-%d", run, w) }
+
+// run keeps worker w placed and running until ctx is cancelled.
+func (f *fleet) run(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress, w int) {
+	rw := &p.RolloutWorkers[w]
+	jobID := rolloutJobID(in.RunID, w)
+	maxFailures := in.MaxFailures
+	for {
+		a, err := f.allocate(ctx, in, spec, p, w)
+		if err != nil {
+			if ctx.Err() == nil {
+				f.fail(fmt.Errorf("rollout worker %d: %s", w, reason(err)))
+			}
+			rw.State = "stopped"
+			return
+		}
+		rw.Placements++
+		rw.State, rw.Node, rw.Reason = "running", a.Node, ""
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:              a.Queue,
+			ScheduleToStartTimeout: 30 * time.Second,
+			StartToCloseTimeout:    30 * 24 * time.Hour,
+			HeartbeatTimeout:       rolloutHeartbeat,
+			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+		})
+		var st training.RolloutStatus
+		err = workflow.ExecuteActivity(actx, (*AgentActivities).RunRollouts, training.RolloutInput{
+			RunID: in.RunID, Spec: spec, EnvPlugin: in.EnvPlugin, RewardPlugin: in.RewardPlugin,
+			Endpoints: in.Endpoints, Worker: w, Start: rw.Placements,
+		}).Get(ctx, &st)
+		node := rw.Node
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
+		_ = workflow.SignalExternalWorkflow(dctx, cluster.WorkflowID(spec.Cluster), "", cluster.SignalRelease, cluster.Release{JobID: jobID}).Get(dctx, nil)
+		rw.Node = ""
+		if ctx.Err() != nil {
+			rw.State = "stopped"
+			return
+		}
+		var app *temporal.ApplicationError
+		switch {
+		case err == nil:
+			// The trainer said the run ended; it is stopped next unless a
+			// restarted trainer goes on (then this worker is needed again).
+			rw.Reason = "the trainer ended the run"
+		case errors.As(err, &app) && app.Type() == ErrTrainingFailed:
+			rw.State = "stopped"
+			f.fail(fmt.Errorf("rollout worker %d on node %s: %s", w, node, app.Message()))
+			return
+		default:
+			rw.Failures++
+			rw.Reason = "lost on node " + node + ": " + reason(err) + "; placing it again"
+			if rw.Failures >= maxFailures {
+				rw.State = "stopped"
+				f.fail(fmt.Errorf("rollout worker %d lost %d placements, the last: %s", w, rw.Failures, rw.Reason))
+				return
+			}
+		}
+		rw.State = "waiting"
+		if err := workflow.Sleep(ctx, 2*time.Second); err != nil {
+			rw.State = "stopped"
+			return
+		}
+	}
+}
+
+// allocate places worker w: first off the nodes the trainer and the other
+// workers use (a node's death then costs one role), else anywhere that
+// fits. Like the trainer's, it waits with its reason shown and gives up
+// after the infeasible grace.
+func (f *fleet) allocate(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress, w int) (cluster.Allocation, error) {
+	rw := &p.RolloutWorkers[w]
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	var infeasibleSince time.Time
+	for {
+		var busy []string
+		if p.Node != "" {
+			busy = append(busy, p.Node)
+		}
+		for _, o := range p.RolloutWorkers {
+			if o.Worker != w && o.Node != "" {
+				busy = append(busy, o.Node)
+			}
+		}
+		req := cluster.AllocateRequest{JobID: rolloutJobID(in.RunID, w), CPUs: spec.RolloutCPUs, MemoryMB: spec.MemoryMB, Exclude: busy}
+		var a cluster.Allocation
+		err := workflow.ExecuteActivity(actx, (*job.Activities).Allocate, job.AllocateInput{Cluster: spec.Cluster, Request: req}).Get(ctx, &a)
+		if err != nil && len(busy) > 0 && ctx.Err() == nil {
+			req.Exclude = nil
+			err = workflow.ExecuteActivity(actx, (*job.Activities).Allocate, job.AllocateInput{Cluster: spec.Cluster, Request: req}).Get(ctx, &a)
+		}
+		if err == nil {
+			return a, nil
+		}
+		if ctx.Err() != nil {
+			return a, ctx.Err()
+		}
+		rw.State, rw.Reason = "waiting", reason(err)
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.Type() == cluster.ErrInfeasible {
+			if infeasibleSince.IsZero() {
+				infeasibleSince = workflow.Now(ctx)
+			}
+			rw.State = "infeasible"
+			if workflow.Now(ctx).Sub(infeasibleSince) >= in.InfeasibleGrace {
+				return a, temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("no node of cluster %s can ever run rollout worker %d (waited %v): %s", spec.Cluster, w, in.InfeasibleGrace, app.Message()), cluster.ErrInfeasible, nil)
+			}
+		} else {
+			infeasibleSince = time.Time{}
+		}
+		if err := workflow.Sleep(ctx, 2*time.Second); err != nil {
+			return a, err
+		}
+	}
+}
