@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -59,7 +60,7 @@ func TestRestoredRunNeitherRestartsNorDrifts(t *testing.T) {
 		}
 		got.StepsPerSecond, got.RolloutStepsPerSecond = 0, 0 // wall-clock
 		want.StepsPerSecond, want.RolloutStepsPerSecond = 0, 0
-		if got != want {
+		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("iteration %d differs from the uninterrupted run:\n resumed  %+v\n straight %+v", i+1, got, want)
 		}
 	}
