@@ -524,22 +524,10 @@ func (s *Server) registerSelfplaySchedules() {
 func (s *Server) getSchedule(ctx context.Context, clusterName string) (SelfplaySchedule, error) {
 	sc := SelfplaySchedule{Cluster: clusterName}
 	id := selfplay.SchedulerID(clusterName)
-	desc, err := s.d.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	var err error
+	sc.Status, sc.Error, err = s.daemonState(ctx, id, "self-play scheduler of "+clusterName, &sc.State)
 	if err != nil {
-		return sc, temporalErr("self-play scheduler of "+clusterName, err)
-	}
-	info := desc.GetWorkflowExecutionInfo()
-	sc.Status = statusName(info.GetStatus())
-	v, err := s.d.Temporal.QueryWorkflow(ctx, id, info.GetExecution().GetRunId(), selfplay.QueryState)
-	if err == nil {
-		_ = v.Get(&sc.State)
-	} else if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return sc, temporalErr("self-play scheduler of "+clusterName, err)
-	}
-	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		if err := s.d.Temporal.GetWorkflow(ctx, id, "").Get(ctx, &sc.State); err != nil {
-			sc.Error = err.Error()
-		}
+		return sc, err
 	}
 	return sc, nil
 }
@@ -649,22 +637,34 @@ func (s *Server) registerSelfplayIdle() {
 func (s *Server) getIdle(ctx context.Context, clusterName string) (SelfplayIdle, error) {
 	d := SelfplayIdle{Cluster: clusterName}
 	id := selfplay.IdleID(clusterName)
-	desc, err := s.d.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	var err error
+	d.Status, d.Error, err = s.daemonState(ctx, id, "idle-resource daemon of "+clusterName, &d.State)
 	if err != nil {
-		return d, temporalErr("idle-resource daemon of "+clusterName, err)
-	}
-	info := desc.GetWorkflowExecutionInfo()
-	d.Status = statusName(info.GetStatus())
-	v, err := s.d.Temporal.QueryWorkflow(ctx, id, info.GetExecution().GetRunId(), selfplay.QueryState)
-	if err == nil {
-		_ = v.Get(&d.State)
-	} else if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return d, temporalErr("idle-resource daemon of "+clusterName, err)
-	}
-	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		if err := s.d.Temporal.GetWorkflow(ctx, id, "").Get(ctx, &d.State); err != nil {
-			d.Error = err.Error()
-		}
+		return d, err
 	}
 	return d, nil
+}
+
+// daemonState reads a daemon workflow (scheduler, idle daemon, populator)
+// into state: the query while it runs, its result once it ended (errText
+// then says why it failed, if it did).
+func (s *Server) daemonState(ctx context.Context, id, what string, state any) (status, errText string, err error) {
+	desc, err := s.d.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return "", "", temporalErr(what, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	running := info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	v, err := s.d.Temporal.QueryWorkflow(ctx, id, info.GetExecution().GetRunId(), selfplay.QueryState)
+	if err == nil {
+		_ = v.Get(state)
+	} else if running {
+		return "", "", temporalErr(what, err)
+	}
+	if !running {
+		if err := s.d.Temporal.GetWorkflow(ctx, id, "").Get(ctx, state); err != nil {
+			errText = err.Error()
+		}
+	}
+	return statusName(info.GetStatus()), errText, nil
 }

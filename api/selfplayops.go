@@ -204,22 +204,10 @@ func (s *Server) registerPopulator() {
 func (s *Server) getPopulator(ctx context.Context, clusterName string) (SelfplayPopulator, error) {
 	p := SelfplayPopulator{Cluster: clusterName}
 	id := selfplay.PopulatorID(clusterName)
-	desc, err := s.d.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	var err error
+	p.Status, p.Error, err = s.daemonState(ctx, id, "queue populator of "+clusterName, &p.State)
 	if err != nil {
-		return p, temporalErr("queue populator of "+clusterName, err)
-	}
-	info := desc.GetWorkflowExecutionInfo()
-	p.Status = statusName(info.GetStatus())
-	v, err := s.d.Temporal.QueryWorkflow(ctx, id, info.GetExecution().GetRunId(), selfplay.QueryState)
-	if err == nil {
-		_ = v.Get(&p.State)
-	} else if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return p, temporalErr("queue populator of "+clusterName, err)
-	}
-	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		if err := s.d.Temporal.GetWorkflow(ctx, id, "").Get(ctx, &p.State); err != nil {
-			p.Error = err.Error()
-		}
+		return p, err
 	}
 	var in selfplay.PopulatorInput
 	if err := s.workflowInput(ctx, id, &in); err == nil {

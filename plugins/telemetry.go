@@ -52,6 +52,11 @@ func recordFault(ce *CallError) {
 // and the first instance, under whatever span the caller's context holds.
 const SpanLoad = "plugin.load"
 
+// SpanSteps is one training iteration's step_batch calls into an env
+// plugin, summed (calls, env steps, time inside the plugin), spanning the
+// first call's start to the last one's end.
+const SpanSteps = "plugin.step_batch"
+
 // Span attribute keys.
 const (
 	AttrSHA256       = attribute.Key("trainyard.plugin.sha256")
@@ -59,6 +64,9 @@ const (
 	AttrName         = attribute.Key("trainyard.plugin.name")
 	AttrKind         = attribute.Key("trainyard.plugin.kind")
 	AttrInstrumented = attribute.Key("trainyard.plugin.instrumented")
+	AttrCalls        = attribute.Key("trainyard.plugin.calls")
+	AttrEnvSteps     = attribute.Key("trainyard.plugin.env_steps")
+	AttrBusyMS       = attribute.Key("trainyard.plugin.busy_ms")
 )
 
 // Load compiles and checks a module (imports, exports, ABI version,
@@ -76,4 +84,16 @@ func (r *Runtime) Load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 	}
 	span.SetAttributes(AttrName.String(m.meta.Label()), AttrKind.String(string(m.meta.Kind)), AttrInstrumented.Bool(m.instrumented))
 	return m, nil
+}
+
+// RecordSteps ends a SpanSteps span for st under ctx's span (nothing when
+// there were no calls).
+func RecordSteps(ctx context.Context, st StepStats, attrs ...attribute.KeyValue) {
+	if st.Calls == 0 {
+		return
+	}
+	_, span := otel.Tracer("github.com/trainyard/trainyard/plugins").Start(ctx, SpanSteps, trace.WithTimestamp(st.First),
+		trace.WithAttributes(append(attrs, AttrCalls.Int(st.Calls), AttrEnvSteps.Int64(st.EnvSteps),
+			AttrBusyMS.Float64(float64(st.Busy.Microseconds())/1000))...))
+	span.End(trace.WithTimestamp(st.Last))
 }

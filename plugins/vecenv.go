@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/trainyard/trainyard/internal/envs"
 )
@@ -28,6 +29,24 @@ type VecEnv struct {
 
 	actions, obs, rewards, term, trunc, finalObs uint32
 	closed                                       bool
+	stats                                        StepStats
+}
+
+// StepStats sums a VecEnv's step_batch calls since it was last taken: the
+// basis of one span per training iteration (a span per call would cost
+// more than many calls).
+type StepStats struct {
+	Calls       int
+	EnvSteps    int64
+	Busy        time.Duration // wall time inside Step, host copies included
+	First, Last time.Time     // start of the first call, end of the last
+}
+
+// TakeStepStats returns the stats since the previous call and resets them.
+func (v *VecEnv) TakeStepStats() StepStats {
+	st := v.stats
+	v.stats = StepStats{}
+	return st
 }
 
 var _ envs.VecEnv = (*VecEnv)(nil)
@@ -137,6 +156,17 @@ func (v *VecEnv) Step(actions, obs, rewards []float32, terminated, truncated []b
 		return fmt.Errorf("plugin %s: step_batch: the instance was discarded after a failure; call Reset", v.m.label)
 	}
 	n := v.n
+	start := time.Now()
+	defer func() {
+		end := time.Now()
+		if v.stats.Calls == 0 {
+			v.stats.First = start
+		}
+		v.stats.Calls++
+		v.stats.EnvSteps += int64(n)
+		v.stats.Busy += end.Sub(start)
+		v.stats.Last = end
+	}()
 	if len(actions) != n*v.ad || len(obs) != n*v.od || len(rewards) != n || len(terminated) != n || len(truncated) != n || len(finalObs) != n*v.od {
 		return fmt.Errorf("plugin %s: step_batch: buffer sizes (%d,%d,%d,%d,%d,%d) do not match n=%d obs_dim=%d act_dim=%d",
 			v.m.label, len(actions), len(obs), len(rewards), len(terminated), len(truncated), len(finalObs), n, v.od, v.ad)

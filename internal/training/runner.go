@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/trainyard/trainyard/internal/agent/drain"
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/envs"
@@ -107,6 +109,7 @@ type Runner struct {
 type session struct {
 	learner *ppo.Learner
 	env     envs.VecEnv
+	penv    *plugins.VecEnv // the env plugin under env (reward shaping may wrap it)
 	mods    []*plugins.Module
 	seq     int64
 	used    time.Time
@@ -198,6 +201,9 @@ func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(
 			break
 		}
 		m, err := s.learner.Iterate(ctx)
+		if s.penv != nil { // the iteration's plugin calls as one span under the segment's
+			plugins.RecordSteps(ctx, s.penv.TakeStepStats(), attribute.Int64("trainyard.training.iteration", it+1))
+		}
 		if err != nil {
 			return res, fmt.Errorf("run %s iteration %d: %w", in.RunID, it+1, classify(err))
 		}
@@ -266,7 +272,7 @@ func (r *Runner) open(ctx context.Context, in SegmentInput, spec Spec) (*session
 	if err != nil {
 		return fail(fmt.Errorf("env plugin %s: %w: %w", short(in.EnvPlugin), ErrFatal, err))
 	}
-	s.env = venv
+	s.env, s.penv = venv, venv
 	if in.RewardPlugin != "" {
 		rm, err := r.load(ctx, in.RewardPlugin, plugins.Grants{})
 		if err != nil {

@@ -261,6 +261,7 @@ func TestTrainingRunIsOneTrace(t *testing.T) {
 		{"RunActivity:RunSegment", train.SpanSegment},
 		{train.SpanSegment, checkpoint.SpanSave},
 		{train.SpanSegment, plugins.SpanLoad},
+		{train.SpanSegment, plugins.SpanSteps},
 	} {
 		kids := tr.named(link[1])
 		if len(kids) == 0 {
@@ -287,6 +288,14 @@ func TestTrainingRunIsOneTrace(t *testing.T) {
 		}
 		if len(saves) != 1 || len(loads) != wantLoads {
 			t.Errorf("segment %d: %d checkpoint saves and %d plugin loads, want 1 and %d", i+1, len(saves), len(loads), wantLoads)
+		}
+		// The iteration's plugin calls: one summed span, inside the segment.
+		if steps := tr.childrenNamed(s, plugins.SpanSteps); len(steps) != 1 {
+			t.Errorf("segment %d: %d %s spans, want 1 (one iteration)", i+1, len(steps), plugins.SpanSteps)
+		} else if sa := attrs(steps[0]); sa["trainyard.training.iteration"] != fmt.Sprint(i+1) || sa[string(plugins.AttrCalls)] == "0" ||
+			sa[string(plugins.AttrEnvSteps)] == "0" || steps[0].StartTime().Before(s.StartTime()) || steps[0].EndTime().After(s.EndTime()) {
+			t.Errorf("segment %d: %s span %v (%v..%v) outside the segment (%v..%v) or empty", i+1, plugins.SpanSteps, sa,
+				steps[0].StartTime(), steps[0].EndTime(), s.StartTime(), s.EndTime())
 		}
 		a := attrs(s)
 		if a[string(train.AttrRun)] != ref.ID || a[string(train.AttrNode)] != "n1" ||
