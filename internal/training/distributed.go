@@ -258,25 +258,15 @@ func (r *Runner) RunDistributedSegment(ctx context.Context, in SegmentInput, pro
 			break
 		}
 	}
-	res.Metrics = append(res.Metrics, segment...)
-	res.Iteration, res.Timesteps = s.learner.Counters()
-	if n := len(res.Metrics); n > 0 {
-		last := res.Metrics[n-1]
-		res.MeanReturn, res.Episodes = last.RecentReturnMean, last.RecentEpisodes
-		res.Done = reached(last)
+	saved, err := r.tally(ctx, in, spec, s, &res, segment, reached)
+	if err != nil {
+		return res, err
 	}
-	res.Done = res.Done || res.Iteration >= int64(spec.Iterations)
-	if len(segment) > 0 {
-		seq, err := r.save(ctx, in, spec, s.learner, segment, res.MeanReturn)
-		if err != nil {
-			return res, err
-		}
-		s.seq = seq
+	if saved {
 		// Stragglers (fragments of a generation or iteration no longer
 		// awaited) go with each checkpoint.
 		_ = deleteBus(ctx, bus, in.RunID, "rollouts/", func(it int64) bool { return it > res.Iteration })
 	}
-	res.Checkpoint = s.seq
 	if res.Done {
 		head, _ := json.Marshal(BusHead{Version: res.Iteration, Generation: s.gen, Done: true})
 		if err := putObject(ctx, bus, HeadKey(in.RunID), head); err != nil {

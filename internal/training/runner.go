@@ -215,23 +215,9 @@ func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(
 			break
 		}
 	}
-	res.Metrics = append(res.Metrics, segment...)
-	res.Iteration, res.Timesteps = s.learner.Counters()
-	if n := len(res.Metrics); n > 0 {
-		last := res.Metrics[n-1]
-		res.MeanReturn, res.Episodes = last.RecentReturnMean, last.RecentEpisodes
-		res.Done = reached(last)
+	if _, err := r.tally(ctx, in, spec, s, &res, segment, reached); err != nil {
+		return res, err
 	}
-	res.Done = res.Done || res.Iteration >= int64(spec.Iterations)
-
-	if len(segment) > 0 {
-		seq, err := r.save(ctx, in, spec, s.learner, segment, res.MeanReturn)
-		if err != nil {
-			return res, err
-		}
-		s.seq = seq
-	}
-	res.Checkpoint = s.seq
 	if res.Done {
 		ev, err := r.evaluate(ctx, s, spec)
 		if err != nil {
@@ -246,6 +232,29 @@ func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(
 	ok = true
 	r.put(in.RunID, s)
 	return res, nil
+}
+
+// tally closes a segment's result (its metrics, the counters, whether the
+// run is done) and saves the checkpoint that ends it when it ran any
+// iteration (saved is then true); res.Checkpoint is the latest either way.
+func (r *Runner) tally(ctx context.Context, in SegmentInput, spec Spec, s *session, res *SegmentResult, segment []ppo.Metrics, reached func(ppo.Metrics) bool) (saved bool, err error) {
+	res.Metrics = append(res.Metrics, segment...)
+	res.Iteration, res.Timesteps = s.learner.Counters()
+	if n := len(res.Metrics); n > 0 {
+		last := res.Metrics[n-1]
+		res.MeanReturn, res.Episodes = last.RecentReturnMean, last.RecentEpisodes
+		res.Done = reached(last)
+	}
+	res.Done = res.Done || res.Iteration >= int64(spec.Iterations)
+	if len(segment) > 0 {
+		seq, err := r.save(ctx, in, spec, s.learner, segment, res.MeanReturn)
+		if err != nil {
+			return false, err
+		}
+		s.seq, saved = seq, true
+	}
+	res.Checkpoint = s.seq
+	return saved, nil
 }
 
 // open builds the envs and a learner: restored from the newest checkpoint
