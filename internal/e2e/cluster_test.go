@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/trainyard/trainyard/internal/provision/provisiontest"
 )
@@ -181,9 +182,23 @@ func TestClusterLocalLifecycle(t *testing.T) {
 		}
 		return true
 	})
+	// The processes are gone; the cluster records each stop as its agent's
+	// stop activity reports, a moment later.
+	stopped := func() bool {
+		for _, n := range status().Nodes {
+			if n.Health != "Stopped" {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !stopped() && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
 	for _, n := range status().Nodes {
 		if n.Health != "Stopped" {
-			t.Errorf("after down %s is %s", n.Name, n.Health)
+			t.Errorf("30 s after down %s is %s", n.Name, n.Health)
 		}
 	}
 }
