@@ -150,7 +150,7 @@ func TestTrainCartPoleSurvivesAgentAndControlPlaneKill(t *testing.T) {
 		var ref struct {
 			ID string `json:"id"`
 		}
-		body := fmt.Sprintf(`{"cluster":"lab","env":"CartPole-v1","target_return":475,"iterations":400,"checkpoint_every":2,"seed":%d}`, seed)
+		body := fmt.Sprintf(`{"cluster":"lab","env":"CartPole-v1","target_return":475,"iterations":600,"checkpoint_every":2,"seed":%d}`, seed)
 		if code, _, raw := dev.call("POST", "/v1/runs", dev.admin, body, &ref); code != http.StatusCreated {
 			t.Fatalf("submit run: %d %s", code, raw)
 		}
@@ -174,7 +174,7 @@ func TestTrainCartPoleSurvivesAgentAndControlPlaneKill(t *testing.T) {
 	})
 
 	// 1. kill -9 the agent in the middle of the run.
-	id := submit(dev, 1)
+	id := submit(dev, 0)
 	r := waitRun(t, dev, id, 2*time.Minute, func(r runView) bool { return r.Progress.Checkpoint >= 1 && r.Progress.State == "running" })
 	var st clusterStatus
 	dev.call("GET", "/v1/clusters/lab", dev.admin, nil, &st)
