@@ -76,27 +76,18 @@ func DecodeWeights(data []byte) (*Weights, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("ppo: %w: %s", ErrWeights, fmt.Sprintf(format, a...))
 	}
-	if len(data) < len(weightsMagic)+4+sha256.Size || string(data[:len(weightsMagic)]) != weightsMagic {
-		return nil, bad("not a weights object")
-	}
-	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
-	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
-		return nil, bad("sha256 mismatch (corrupt or truncated)")
-	}
-	p := len(weightsMagic)
-	hl := int64(binary.LittleEndian.Uint32(body[p:]))
-	p += 4
-	if hl > int64(len(body)-p) {
-		return nil, bad("header length %d exceeds the data", hl)
+	hdr, body, reason := openSealed(data, weightsMagic, "a weights object")
+	if reason != "" {
+		return nil, bad("%s", reason)
 	}
 	var h struct {
 		Weights
 		NumParams int `json:"num_params"`
 	}
-	if err := json.Unmarshal(body[p:p+int(hl)], &h); err != nil {
+	if err := json.Unmarshal(hdr, &h); err != nil {
 		return nil, bad("header: %v", err)
 	}
-	p += int(hl)
+	p := 0
 	if h.NumParams < 0 || int64(len(body)-p) != 8*int64(h.NumParams) {
 		return nil, bad("%d parameters but %d bytes", h.NumParams, len(body)-p)
 	}

@@ -179,6 +179,26 @@ func (f *Fragment) check() error {
 	return nil
 }
 
+// openSealed checks the envelope fragments and weights share: magic,
+// uint32 header length, JSON header, payload, trailing sha256 of all
+// before it. It returns the header and the payload, or why it refuses.
+func openSealed(data []byte, magic, what string) (hdr, payload []byte, reason string) {
+	if len(data) < len(magic)+4+sha256.Size || string(data[:len(magic)]) != magic {
+		return nil, nil, "not " + what
+	}
+	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
+	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
+		return nil, nil, "sha256 mismatch (corrupt or truncated)"
+	}
+	p := len(magic)
+	hl := int64(binary.LittleEndian.Uint32(body[p:]))
+	p += 4
+	if hl > int64(len(body)-p) {
+		return nil, nil, fmt.Sprintf("header length %d exceeds the data", hl)
+	}
+	return body[p : p+int(hl)], body[p+int(hl):], ""
+}
+
 // DecodeFragment parses bytes written by Encode. It checks the trailing
 // sha256 and every size before allocating, so corrupt or hostile input
 // gives ErrFragment, never a panic or a huge allocation.
@@ -186,24 +206,15 @@ func DecodeFragment(data []byte) (*Fragment, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("ppo: %w: %s", ErrFragment, fmt.Sprintf(format, a...))
 	}
-	if len(data) < len(fragMagic)+4+sha256.Size || string(data[:len(fragMagic)]) != fragMagic {
-		return nil, bad("not a rollout fragment")
-	}
-	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
-	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
-		return nil, bad("sha256 mismatch (corrupt or truncated)")
-	}
-	p := len(fragMagic)
-	hl := int64(binary.LittleEndian.Uint32(body[p:]))
-	p += 4
-	if hl > int64(len(body)-p) {
-		return nil, bad("header length %d exceeds the data", hl)
+	hdr, body, reason := openSealed(data, fragMagic, "a rollout fragment")
+	if reason != "" {
+		return nil, bad("%s", reason)
 	}
 	f := &Fragment{}
-	if err := json.Unmarshal(body[p:p+int(hl)], f); err != nil {
+	if err := json.Unmarshal(hdr, f); err != nil {
 		return nil, bad("header: %v", err)
 	}
-	p += int(hl)
+	p := 0
 	// Sizes first (int64: no overflow for in-range fields), then allocate.
 	if f.NumEnvs < 1 || f.NumEnvs > maxFragEnvs || f.NumSteps < 1 || f.NumSteps > maxSteps ||
 		f.ObsDim < 1 || f.ObsDim > maxFragDim || f.ActDim < 1 || f.ActDim > maxFragDim {
