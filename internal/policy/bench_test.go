@@ -14,12 +14,20 @@ import (
 // GPU nodes, 33 GPUs) with usage pre-aggregated from 50 raw records, for a
 // mix of submissions (training, fractional self-play, evaluation, CPU-only
 // rollout; a new work ID and wait each time, so no two inputs repeat). It
-// reports the p50 and p99 of individual decisions, GC pauses included.
+// reports the p50 and p99 of individual decisions, GC pauses included,
+// for each evaluator side by side:
+//
+//	wasm     the bundle compiled to Wasm by OPA, run in wazero (what
+//	         Decide uses)
+//	topdown  OPA's interpreter on the same bundle and inputs
+//
+// and two fleet states:
 //
 //	fleet-unchanged  the fleet and usage stay the same between decisions
-//	                 (a burst of submissions): their input terms are reused
+//	                 (a burst of submissions): their documents are reused
 //	fleet-changed    every decision sees a fleet whose usage changed, so
-//	                 the cluster document is rebuilt each time
+//	                 the cluster document is rebuilt (and, for wasm,
+//	                 parsed into the module) each time
 func BenchmarkDecide(b *testing.B) {
 	e := loadEngine(b)
 	ctx := context.Background()
@@ -39,8 +47,12 @@ func BenchmarkDecide(b *testing.B) {
 		{Kind: workspec.KindEvaluation, Config: "hex8_2p", Roles: []workspec.Role{{Name: "evaluator", Count: 2, CPUs: 2, GPUs: 0.5, MemoryMB: 8000}}},
 		{Kind: workspec.KindRollout, Config: "square8_2p", Roles: []workspec.Role{{Name: "rollout_worker", Count: 7, CPUs: 6, MemoryMB: 24000}}},
 	}
-	for _, mode := range []string{"fleet-unchanged", "fleet-changed"} {
-		b.Run(mode, func(b *testing.B) {
+	for _, run := range []struct {
+		evaluator string
+		mode      string
+	}{{"wasm", "fleet-unchanged"}, {"topdown", "fleet-unchanged"}, {"wasm", "fleet-changed"}, {"topdown", "fleet-changed"}} {
+		mode, useWasm := run.mode, run.evaluator == "wasm"
+		b.Run(run.evaluator+"/"+mode, func(b *testing.B) {
 			cluster := ClusterInput(fleet)
 			lat := make([]time.Duration, 0, 1<<16)
 			b.ReportAllocs()
@@ -54,7 +66,7 @@ func BenchmarkDecide(b *testing.B) {
 				}
 				i++
 				t0 := time.Now()
-				if _, err := e.Decide(ctx, in); err != nil {
+				if _, err := e.decide(ctx, in, useWasm); err != nil {
 					b.Fatal(err)
 				}
 				lat = append(lat, time.Since(t0))

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -21,23 +23,33 @@ import (
 // Query is the admission package every bundle must define.
 const Query = "data.trainyard.admission"
 
-// Engine evaluates one bundle. The query is prepared once; Decide is safe
-// for concurrent use.
+// Engine evaluates one bundle. Decisions run the bundle compiled to Wasm
+// (wasm.go); the interpreter's query is prepared too, as the reference and
+// for bundles that do not compile to Wasm. Decide is safe for concurrent
+// use.
 type Engine struct {
 	bundle   Bundle
 	revision string
 	params   params.Params
 	query    rego.PreparedEvalQuery
 	order    rego.PreparedEvalQuery
+	// wasm is nil when the bundle could not be compiled to Wasm; wasmErr
+	// says why.
+	wasm    *wasmEvaluator
+	wasmErr error
 	// lastCluster and lastUsage cache the latest cluster and usage terms
 	// by content hash (see input).
-	lastCluster atomic.Pointer[cachedTerm]
-	lastUsage   atomic.Pointer[cachedTerm]
+	lastCluster atomic.Pointer[document]
+	lastUsage   atomic.Pointer[document]
 }
 
-type cachedTerm struct {
+// document is a cluster or usage document with its content hash: an OPA
+// term for the interpreter, JSON for the Wasm module, each built once on
+// first use.
+type document struct {
 	sum  [32]byte
-	term *ast.Term
+	term func() *ast.Term
+	json func() ([]byte, error)
 }
 
 // New compiles the bundle's policy modules (tests excluded) and prepares
@@ -82,7 +94,9 @@ priority := [p | p := ` + Query + `.priority]`),
 	if err != nil {
 		return nil, fmt.Errorf("policy bundle %s: prepare provider order: %w", rev, err)
 	}
-	return &Engine{bundle: b, revision: rev, params: p, query: q, order: order}, nil
+	e := &Engine{bundle: b, revision: rev, params: p, query: q, order: order}
+	e.wasm, e.wasmErr = newWasmEvaluator(ctx, b, data)
+	return e, nil
 }
 
 // roundTrip turns data into the plain JSON types OPA's store expects.
@@ -106,6 +120,15 @@ func (e *Engine) Bundle() Bundle { return e.bundle }
 // Params are the bundle's data params (for the scheduler).
 func (e *Engine) Params() params.Params { return e.params }
 
+// Evaluator names what decides: "wasm" (the bundle compiled to Wasm), or
+// "topdown" (OPA's interpreter) with why the bundle did not compile.
+func (e *Engine) Evaluator() string {
+	if e.wasm != nil {
+		return "wasm"
+	}
+	return "topdown (not compiled to wasm: " + e.wasmErr.Error() + ")"
+}
+
 // Violation is one denied rule with its human reason.
 type Violation struct {
 	Rule   string `json:"rule"`
@@ -124,27 +147,58 @@ type Decision struct {
 
 // Decide evaluates the admission policy on one input.
 func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
-	val, hash, err := e.input(&in)
+	return e.decide(ctx, in, e.wasm != nil)
+}
+
+// decide evaluates with the Wasm module or with the interpreter; both give
+// the same bindings (allow, deny, priority), read by one function.
+func (e *Engine) decide(ctx context.Context, in Input, useWasm bool) (Decision, error) {
+	p, err := e.input(&in, useWasm)
 	if err != nil {
 		return Decision{}, err
 	}
-	// No OPA metrics: a fresh set of timers per decision was measurable
-	// and nothing reads them.
-	rs, err := e.query.Eval(ctx, rego.EvalParsedInput(val), rego.EvalMetrics(metrics.NoOp()))
+	var b *bindings
+	if useWasm {
+		b, err = e.wasm.eval(ctx, wasmInput{rest: p.rest, cluster: p.cluster, usage: p.usage})
+	} else {
+		// No OPA metrics: a fresh set of timers per decision was
+		// measurable and nothing reads them.
+		var rs rego.ResultSet
+		rs, err = e.query.Eval(ctx, rego.EvalParsedInput(in.value(p.cluster.term(), p.usage.term())), rego.EvalMetrics(metrics.NoOp()))
+		if len(rs) == 1 {
+			v := rs[0].Bindings
+			b = &bindings{Allow: v["allow"], Deny: v["deny"], Priority: v["priority"]}
+		} else if err == nil {
+			err = fmt.Errorf("%d results, want 1 (is allow/deny defined?)", len(rs))
+		}
+	}
+	if err == nil && b == nil {
+		err = errors.New("no result (is allow defined?)")
+	}
 	if err != nil {
 		return Decision{}, fmt.Errorf("evaluate %s (revision %s): %w", Query, e.revision, err)
 	}
-	if len(rs) != 1 {
-		return Decision{}, fmt.Errorf("evaluate %s (revision %s): %d results, want 1 (is allow/deny defined?)", Query, e.revision, len(rs))
-	}
+	return e.decision(b, in.Work.Priority, p.hash)
+}
+
+// bindings are what a decision reads: the interpreter's query variables,
+// or the value of the Wasm module's entrypoint (the same names). Sets come
+// as arrays, numbers as json.Number.
+type bindings struct {
+	Allow    any `json:"allow"`
+	Deny     any `json:"deny"`
+	Priority any `json:"priority"`
+}
+
+// decision reads the bindings.
+func (e *Engine) decision(b *bindings, basePriority int, hash string) (Decision, error) {
 	d := Decision{Revision: e.revision, InputHash: hash}
-	b := rs[0].Bindings
-	allow, ok := b["allow"].(bool)
+	allow, ok := b.Allow.(bool)
 	if !ok {
-		return Decision{}, fmt.Errorf("evaluate %s: allow is %T, want bool", Query, b["allow"])
+		return Decision{}, fmt.Errorf("evaluate %s: allow is %T, want bool", Query, b.Allow)
 	}
 	d.Allow = allow
-	denies, _ := b["deny"].([]any)
+	denies, _ := b.Deny.([]any)
 	for _, x := range denies {
 		m, _ := x.(map[string]any)
 		rule, _ := m["rule"].(string)
@@ -164,8 +218,8 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	if len(d.Violations) > 0 && d.Allow {
 		return Decision{}, fmt.Errorf("evaluate %s (revision %s): allow with %d denials: policy is inconsistent", Query, e.revision, len(d.Violations))
 	}
-	d.Priority = in.Work.Priority
-	if ps, _ := b["priority"].([]any); len(ps) == 1 {
+	d.Priority = basePriority
+	if ps, _ := b.Priority.([]any); len(ps) == 1 {
 		if n, ok := ps[0].(json.Number); ok {
 			if v, err := n.Int64(); err == nil {
 				d.Priority = int(v)
@@ -175,46 +229,73 @@ func (e *Engine) Decide(ctx context.Context, in Input) (Decision, error) {
 	return d, nil
 }
 
-// input builds the AST input and the input hash. The cluster and usage
-// terms are reused while their content is unchanged: decisions come in
-// bursts against the same fleet and usage, and building those terms is a
-// large share of a decision. The hash is SHA-256 over a binary encoding of
-// every input field (see hash.go); only its first 16 bytes are kept.
-func (e *Engine) input(in *Input) (ast.Value, string, error) {
+// prepared is a decision's input: the cluster and usage documents, the
+// rest as JSON when the Wasm module decides, and the input hash.
+type prepared struct {
+	cluster, usage *document
+	rest           []byte
+	hash           string
+}
+
+// input prepares the input and the input hash. The cluster and usage
+// documents are reused while their content is unchanged: decisions come
+// in bursts against the same fleet and usage, and building those
+// documents is a large share of a decision. The hash is SHA-256 over a
+// binary encoding of every input field (see hash.go); only its first 16
+// bytes are kept.
+func (e *Engine) input(in *Input, useWasm bool) (prepared, error) {
 	if err := checkFinite(in); err != nil {
-		return nil, "", fmt.Errorf("admission input: %w", err)
+		return prepared{}, fmt.Errorf("admission input: %w", err)
 	}
 	enc := getEncoder()
 	defer putEncoder(enc)
 	csum := enc.sum(func(b []byte) []byte { return appendCluster(b, &in.Cluster) })
-	ct := e.lastCluster.Load()
-	if ct == nil || ct.sum != csum {
-		ct = &cachedTerm{sum: csum, term: clusterValue(in.Cluster)}
-		e.lastCluster.Store(ct)
-	}
+	c := in.Cluster
+	cd := cached(&e.lastCluster, csum, func() *ast.Term { return clusterValue(c) }, func() ([]byte, error) { return clusterJSON(c) })
 	usum := enc.sum(func(b []byte) []byte { return appendUsage(b, &in.Usage) })
-	ut := e.lastUsage.Load()
-	if ut == nil || ut.sum != usum {
-		ut = &cachedTerm{sum: usum, term: usageValue(in.Usage)}
-		e.lastUsage.Store(ut)
-	}
+	u := in.Usage
+	ud := cached(&e.lastUsage, usum, func() *ast.Term { return usageValue(u) }, func() ([]byte, error) { return usageJSON(u) })
 	h := enc.sum(func(b []byte) []byte {
 		b = append(append(b, csum[:]...), usum[:]...)
 		b = appendWork(b, &in.Work)
 		return appendPlacement(b, in.Placement)
 	})
-	return in.value(ct.term, ut.term), hex.EncodeToString(h[:16]), nil
+	p := prepared{cluster: cd, usage: ud, hash: hex.EncodeToString(h[:16])}
+	if useWasm {
+		// Marshalled as the input's work and placement fields are: the same
+		// document the interpreter's term holds (value.go).
+		var err error
+		p.rest, err = json.Marshal(struct {
+			Work      Work     `json:"work"`
+			Placement []Placed `json:"placement,omitempty"`
+		}{in.Work, in.Placement})
+		if err != nil {
+			return prepared{}, fmt.Errorf("admission input: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// cached returns slot's document when its content hash is sum, else a new
+// one, stored there.
+func cached(slot *atomic.Pointer[document], sum [32]byte, term func() *ast.Term, raw func() ([]byte, error)) *document {
+	if d := slot.Load(); d != nil && d.sum == sum {
+		return d
+	}
+	d := &document{sum: sum, term: sync.OnceValue(term), json: sync.OnceValues(raw)}
+	slot.Store(d)
+	return d
 }
 
 // ProviderOrder ranks the cluster's providers for the input's work kind
 // (data.trainyard.admission.provider_order): preferred first, the rest
 // cheapest first, avoided ones left out.
 func (e *Engine) ProviderOrder(ctx context.Context, in Input) ([]string, error) {
-	val, _, err := e.input(&in)
+	p, err := e.input(&in, false)
 	if err != nil {
 		return nil, err
 	}
-	rs, err := e.order.Eval(ctx, rego.EvalParsedInput(val))
+	rs, err := e.order.Eval(ctx, rego.EvalParsedInput(in.value(p.cluster.term(), p.usage.term())))
 	if err != nil {
 		return nil, fmt.Errorf("evaluate %s.provider_order: %w", Query, err)
 	}

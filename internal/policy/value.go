@@ -2,6 +2,7 @@ package policy
 
 import (
 	"cmp"
+	"encoding/json"
 	"math"
 	"slices"
 	"sort"
@@ -135,7 +136,7 @@ func stringsOrNull(xs []string) *ast.Term {
 	return stringsTerm(xs)
 }
 
-// summaryTerm is input.cluster.summary:
+// summary is input.cluster.summary:
 //
 //	max_gpu_vram_mb  largest GPU of any node (0 without GPUs)
 //	gpus             GPUs in the cluster
@@ -147,33 +148,53 @@ func stringsOrNull(xs []string) *ast.Term {
 // It only condenses the nodes; everything that depends on policy data
 // (reserved GPUs, capacity share, tiers) stays in Rego. fixtures_test.rego
 // computes the same document for the Rego tests (TestSummaryMatchesRego).
-func summaryTerm(nodes []Node) *ast.Term {
-	maxVRAM, gpus := 0, 0
-	providers := make([]string, 0, 4)
+type summary struct {
+	MaxGPUVRAMMB int      `json:"max_gpu_vram_mb"`
+	GPUs         int      `json:"gpus"`
+	Shapes       []shape  `json:"shapes"`
+	Providers    []string `json:"providers"`
+}
+
+type shape struct {
+	CPUs     float64 `json:"cpus"`
+	MemoryMB int64   `json:"memory_mb"`
+}
+
+func summarize(nodes []Node) summary {
+	s := summary{Shapes: paretoShapes(nodes), Providers: make([]string, 0, 4)}
 	for _, n := range nodes {
 		for _, g := range n.GPUs {
-			maxVRAM = max(maxVRAM, g.VRAMMB)
+			s.MaxGPUVRAMMB = max(s.MaxGPUVRAMMB, g.VRAMMB)
 		}
-		gpus += len(n.GPUs)
-		if n.Provider != "" && !slices.Contains(providers, n.Provider) {
-			providers = append(providers, n.Provider)
+		s.GPUs += len(n.GPUs)
+		if n.Provider != "" && !slices.Contains(s.Providers, n.Provider) {
+			s.Providers = append(s.Providers, n.Provider)
 		}
 	}
-	sort.Strings(providers)
+	sort.Strings(s.Providers)
+	return s
+}
+
+func summaryTerm(nodes []Node) *ast.Term {
+	s := summarize(nodes)
+	shapes := make([]*ast.Term, len(s.Shapes))
+	for i, sh := range s.Shapes {
+		shapes[i] = ast.ObjectTerm(
+			[2]*ast.Term{key("cpus"), floatTerm(sh.CPUs)},
+			[2]*ast.Term{key("memory_mb"), intTerm(sh.MemoryMB)},
+		)
+	}
 	return ast.ObjectTerm(
-		[2]*ast.Term{key("max_gpu_vram_mb"), intTerm(maxVRAM)},
-		[2]*ast.Term{key("gpus"), intTerm(gpus)},
-		[2]*ast.Term{key("shapes"), shapesTerm(nodes)},
-		[2]*ast.Term{key("providers"), stringsTerm(providers)},
+		[2]*ast.Term{key("max_gpu_vram_mb"), intTerm(s.MaxGPUVRAMMB)},
+		[2]*ast.Term{key("gpus"), intTerm(s.GPUs)},
+		[2]*ast.Term{key("shapes"), ast.ArrayTerm(shapes...)},
+		[2]*ast.Term{key("providers"), stringsTerm(s.Providers)},
 	)
 }
 
-// shapesTerm keeps the Pareto-maximal (CPUs, memory) node capacities.
-func shapesTerm(nodes []Node) *ast.Term {
-	type shape struct {
-		cpus float64
-		mem  int64
-	}
+// paretoShapes keeps the Pareto-maximal (CPUs, memory) node capacities,
+// fewest CPUs first.
+func paretoShapes(nodes []Node) []shape {
 	all := make([]shape, len(nodes))
 	for i, n := range nodes {
 		all[i] = shape{n.CPUs, n.MemoryMB}
@@ -181,25 +202,19 @@ func shapesTerm(nodes []Node) *ast.Term {
 	// Most CPUs first (then most memory): a shape survives when it has more
 	// memory than every shape before it, which all have at least its CPUs.
 	slices.SortFunc(all, func(a, b shape) int {
-		if c := cmp.Compare(b.cpus, a.cpus); c != 0 {
+		if c := cmp.Compare(b.CPUs, a.CPUs); c != 0 {
 			return c
 		}
-		return cmp.Compare(b.mem, a.mem)
+		return cmp.Compare(b.MemoryMB, a.MemoryMB)
 	})
-	var keep []shape
+	keep := make([]shape, 0, 4)
 	for _, s := range all {
-		if len(keep) == 0 || s.mem > keep[len(keep)-1].mem {
+		if len(keep) == 0 || s.MemoryMB > keep[len(keep)-1].MemoryMB {
 			keep = append(keep, s)
 		}
 	}
-	ts := make([]*ast.Term, len(keep))
-	for i, s := range keep {
-		ts[len(keep)-1-i] = ast.ObjectTerm(
-			[2]*ast.Term{key("cpus"), floatTerm(s.cpus)},
-			[2]*ast.Term{key("memory_mb"), intTerm(s.mem)},
-		)
-	}
-	return ast.ArrayTerm(ts...)
+	slices.Reverse(keep)
+	return keep
 }
 
 func nodesTerm(nodes []Node) *ast.Term {
@@ -244,16 +259,16 @@ func usageValue(u Usage) *ast.Term {
 	if len(u.Tier1GPUSecondsByConfig) > 0 {
 		ks := sortedKeys(u.Tier1GPUSecondsByConfig)
 		secs := make([][2]*ast.Term, len(ks))
-		var shares [][2]*ast.Term
 		for i, k := range ks {
 			secs[i] = [2]*ast.Term{ast.StringTerm(k), floatTerm(u.Tier1GPUSecondsByConfig[k])}
-			if u.Tier1CapacitySeconds > 0 {
-				shares = append(shares, [2]*ast.Term{secs[i][0], floatTerm(u.Tier1GPUSecondsByConfig[k] / u.Tier1CapacitySeconds)})
-			}
 		}
 		items = append(items, [2]*ast.Term{key("tier1_gpu_seconds_by_config"), ast.ObjectTerm(secs...)})
-		if shares != nil {
-			items = append(items, [2]*ast.Term{key("tier1_share_by_config"), ast.ObjectTerm(shares...)})
+		if shares := tier1Shares(u); shares != nil {
+			ss := make([][2]*ast.Term, len(ks))
+			for i, k := range ks {
+				ss[i] = [2]*ast.Term{secs[i][0], floatTerm(shares[k])}
+			}
+			items = append(items, [2]*ast.Term{key("tier1_share_by_config"), ast.ObjectTerm(ss...)})
 		}
 	}
 	if len(u.RunningTrainingByConfig) > 0 {
@@ -265,6 +280,41 @@ func usageValue(u Usage) *ast.Term {
 		items = append(items, [2]*ast.Term{key("running_training_by_config"), ast.ObjectTerm(m...)})
 	}
 	return ast.ObjectTerm(items...)
+}
+
+// tier1Shares is each config's share of the Tier-1 capacity; nil without
+// capacity or usage.
+func tier1Shares(u Usage) map[string]float64 {
+	if u.Tier1CapacitySeconds <= 0 || len(u.Tier1GPUSecondsByConfig) == 0 {
+		return nil
+	}
+	shares := make(map[string]float64, len(u.Tier1GPUSecondsByConfig))
+	for k, v := range u.Tier1GPUSecondsByConfig {
+		shares[k] = v / u.Tier1CapacitySeconds
+	}
+	return shares
+}
+
+// The cluster and usage documents as the Wasm evaluator takes them, JSON
+// of the same shape clusterValue and usageValue build as terms
+// (TestValueMatchesJSON compares them).
+type clusterDoc struct {
+	Nodes     []Node     `json:"nodes"`
+	Summary   summary    `json:"summary"`
+	Endpoints []Endpoint `json:"endpoints,omitempty"`
+}
+
+type usageDoc struct {
+	Usage
+	Tier1ShareByConfig map[string]float64 `json:"tier1_share_by_config,omitempty"`
+}
+
+func clusterJSON(c Cluster) ([]byte, error) {
+	return json.Marshal(clusterDoc{Nodes: c.Nodes, Summary: summarize(c.Nodes), Endpoints: c.Endpoints})
+}
+
+func usageJSON(u Usage) ([]byte, error) {
+	return json.Marshal(usageDoc{Usage: u, Tier1ShareByConfig: tier1Shares(u)})
 }
 
 // keyTerms are the input's object keys, shared by every decision (OPA never

@@ -75,6 +75,28 @@ func TestValueMatchesJSON(t *testing.T) {
 			if ast.Compare(got, want) != 0 {
 				t.Errorf("AST differs from JSON:\n got  %v\n want %v", got, want)
 			}
+			// The Wasm evaluator's JSON documents, derived ones included,
+			// are the terms.
+			for _, doc := range []struct {
+				name string
+				json func() ([]byte, error)
+				term *ast.Term
+			}{
+				{"cluster", func() ([]byte, error) { return clusterJSON(tt.in.Cluster) }, clusterValue(tt.in.Cluster)},
+				{"usage", func() ([]byte, error) { return usageJSON(tt.in.Usage) }, usageValue(tt.in.Usage)},
+			} {
+				raw, err := doc.json()
+				if err != nil {
+					t.Fatal(err)
+				}
+				v, err := ast.ValueFromReader(bytes.NewReader(raw))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ast.Compare(v, doc.term.Value) != 0 {
+					t.Errorf("%s JSON differs from its term:\n json %s\n term %v", doc.name, raw, doc.term)
+				}
+			}
 		})
 	}
 }
@@ -175,13 +197,14 @@ func TestSummaryMatchesRego(t *testing.T) {
 func TestInputHashCoversEveryField(t *testing.T) {
 	e := &Engine{}
 	base := fullInput()
-	_, baseHash, err := e.input(&base)
+	p, err := e.input(&base, false)
 	if err != nil {
 		t.Fatal(err)
 	}
+	baseHash := p.hash
 	again := fullInput()
-	if _, h, _ := e.input(&again); h != baseHash {
-		t.Fatalf("equal inputs hash differently: %s %s", h, baseHash)
+	if p, _ := e.input(&again, false); p.hash != baseHash {
+		t.Fatalf("equal inputs hash differently: %s %s", p.hash, baseHash)
 	}
 	var paths []string
 	var muts []func(reflect.Value)
@@ -192,7 +215,7 @@ func TestInputHashCoversEveryField(t *testing.T) {
 	for i, mutate := range muts {
 		in := fullInput()
 		mutate(reflect.ValueOf(&in).Elem())
-		if _, h, err := e.input(&in); err != nil || h == baseHash {
+		if p, err := e.input(&in, false); err != nil || p.hash == baseHash {
 			t.Errorf("changing %s leaves the input hash unchanged", paths[i])
 		}
 	}

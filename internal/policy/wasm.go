@@ -1,0 +1,626 @@
+package policy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/bundle"
+	"github.com/open-policy-agent/opa/v1/compile"
+	"github.com/open-policy-agent/opa/v1/metrics"
+	"github.com/open-policy-agent/opa/v1/topdown"
+	"github.com/open-policy-agent/opa/v1/topdown/builtins"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// Decisions run the bundle compiled to WebAssembly by OPA's own compiler
+// (what `opa build -t wasm` produces) inside wazero. OPA's interpreter
+// (topdown) spends most of a decision walking rules and reading data;
+// the compiled module does the same work several times faster (see
+// docs/scheduling.md). The interpreter stays the reference: tests check
+// that both give the same decision, and a bundle that cannot be compiled
+// to Wasm is decided by the interpreter.
+//
+// The module speaks OPA's Wasm ABI (docs: "OPA WebAssembly"): it imports
+// its memory and a few host functions from a module named "env", and
+// exports an evaluation context API. Each VM keeps the bundle's data and
+// the latest cluster and usage documents parsed in its memory below an
+// eval heap mark; a decision parses only the work (a few hundred bytes),
+// links the cached documents into its input and resets the heap to the
+// mark afterwards.
+
+const (
+	// wasmEntrypoint is the one rule the module exports: everything a
+	// decision reads, so that deny is evaluated once.
+	wasmEntrypoint = "trainyard_decision/decision"
+	wasmModulePath = "trainyard_decision.rego"
+	wasmModuleSrc  = `package trainyard_decision
+
+decision := {
+	"allow": data.trainyard.admission.allow,
+	"deny": data.trainyard.admission.deny,
+	"priority": [p | p := data.trainyard.admission.priority],
+}
+`
+	// wasmMaxPages bounds one VM's memory (64 KiB pages): 128 MiB.
+	wasmMaxPages = 2048
+)
+
+// wasmCompiled is shared by every runtime: a bundle's module is compiled
+// to machine code once per process.
+var wasmCompiled = sync.OnceValue(wazero.NewCompilationCache)
+
+// wasmEvaluator decides with one bundle's Wasm module. VMs are not safe for
+// concurrent use, so it keeps up to GOMAXPROCS idle ones and makes more on
+// demand.
+type wasmEvaluator struct {
+	module []byte // policy.wasm
+	data   []byte // the bundle's data document, JSON
+	idle   chan *wasmVM
+}
+
+// newWasmEvaluator compiles the bundle and starts one VM, so that a module
+// the host cannot run (an ABI it does not speak, a builtin topdown lacks)
+// is refused here rather than at the first decision.
+func newWasmEvaluator(ctx context.Context, b Bundle, data map[string]any) (*wasmEvaluator, error) {
+	mod, err := compileWasm(ctx, b, data)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return nil, fmt.Errorf("data: %w", err)
+	}
+	w := &wasmEvaluator{module: mod, data: raw, idle: make(chan *wasmVM, runtime.GOMAXPROCS(0))}
+	vm, err := w.newVM(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w.put(vm)
+	return w, nil
+}
+
+// compileWasm plans the bundle's policy modules (tests excluded) plus the
+// entrypoint module and compiles them to one Wasm module.
+func compileWasm(ctx context.Context, b Bundle, data map[string]any) ([]byte, error) {
+	paths := make([]string, 0, len(b.Modules))
+	for p := range b.Modules {
+		if !IsTest(p) {
+			paths = append(paths, p)
+		}
+	}
+	sort.Strings(paths)
+	files := make([]bundle.ModuleFile, 0, len(paths)+1)
+	add := func(path, src string) error {
+		m, err := ast.ParseModuleWithOpts(path, src, ast.ParserOptions{RegoVersion: ast.RegoV1})
+		if err != nil {
+			return err
+		}
+		files = append(files, bundle.ModuleFile{Path: path, URL: path, Raw: []byte(src), Parsed: m})
+		return nil
+	}
+	for _, p := range paths {
+		if err := add(p, b.Modules[p]); err != nil {
+			return nil, err
+		}
+	}
+	if err := add(wasmModulePath, wasmModuleSrc); err != nil {
+		return nil, err
+	}
+	c := compile.New().
+		WithTarget(compile.TargetWasm).
+		WithEntrypoints(wasmEntrypoint).
+		WithRegoVersion(ast.RegoV1).
+		WithBundle(&bundle.Bundle{Modules: files, Data: data})
+	if err := c.Build(ctx); err != nil {
+		return nil, fmt.Errorf("compile to wasm: %w", err)
+	}
+	mods := c.Bundle().WasmModules
+	if len(mods) != 1 {
+		return nil, fmt.Errorf("compile to wasm: %d modules, want 1", len(mods))
+	}
+	return mods[0].Raw, nil
+}
+
+func (w *wasmEvaluator) get(ctx context.Context) (*wasmVM, error) {
+	select {
+	case vm := <-w.idle:
+		return vm, nil
+	default:
+		return w.newVM(ctx)
+	}
+}
+
+// put keeps a VM for the next decision; a VM whose call failed is closed,
+// since the module's state may be half-updated.
+func (w *wasmEvaluator) put(vm *wasmVM) {
+	if vm.broken {
+		vm.close()
+		return
+	}
+	select {
+	case w.idle <- vm:
+	default:
+		vm.close()
+	}
+}
+
+// wasmInput is one decision's input: the work (and placement) as a JSON
+// object, and the cluster and usage documents with their content hashes.
+type wasmInput struct {
+	rest           []byte
+	cluster, usage *document
+}
+
+// eval runs the decision entrypoint and returns its value; nil when it is
+// undefined.
+func (w *wasmEvaluator) eval(ctx context.Context, in wasmInput) (*bindings, error) {
+	vm, err := w.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer w.put(vm)
+	out, err := vm.eval(ctx, in)
+	if err != nil {
+		vm.broken = true
+		return nil, err
+	}
+	var rs []struct {
+		Result *bindings `json:"result"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.UseNumber()
+	if err := dec.Decode(&rs); err != nil {
+		return nil, fmt.Errorf("wasm result %q: %w", out, err)
+	}
+	if len(rs) != 1 {
+		return nil, nil // undefined: the caller reports it like topdown's
+	}
+	return rs[0].Result, nil
+}
+
+// wasmVM is one instance of the module with its own runtime (the module
+// imports its memory from a module named "env", which a runtime holds once).
+type wasmVM struct {
+	rt     wazero.Runtime
+	mod    api.Module
+	mem    api.Memory
+	broken bool
+
+	malloc, jsonParse, valueParse, jsonDump, valueDump api.Function
+	heapGet, heapSet, addPath                          api.Function
+	ctxNew, ctxInput, ctxData, ctxEntrypoint, run      api.Function
+	ctxResult                                          api.Function
+
+	entrypoint uint64
+	builtins   map[uint32]wasmBuiltin
+
+	dataAddr, pathCluster, pathUsage uint32
+	// dataEnd is the heap mark after the data; evalHeap the one after the
+	// cached cluster and usage documents, where every decision starts.
+	dataEnd, evalHeap     uint32
+	cluster, usage        *document
+	clusterAddr, usageAdr uint32
+
+	ctx context.Context // the decision in progress, for builtins
+}
+
+type wasmBuiltin struct {
+	name string
+	fn   topdown.BuiltinFunc
+}
+
+func (w *wasmEvaluator) newVM(ctx context.Context) (*wasmVM, error) {
+	cfg := wazero.NewRuntimeConfig().WithCompilationCache(wasmCompiled()).WithMemoryLimitPages(wasmMaxPages)
+	vm := &wasmVM{rt: wazero.NewRuntimeWithConfig(ctx, cfg)}
+	if err := vm.start(ctx, w.module, w.data); err != nil {
+		vm.close()
+		return nil, fmt.Errorf("start wasm policy: %w", err)
+	}
+	return vm, nil
+}
+
+func (vm *wasmVM) close() { _ = vm.rt.Close(context.Background()) }
+
+func (vm *wasmVM) start(ctx context.Context, module, data []byte) error {
+	compiled, err := vm.rt.CompileModule(ctx, module)
+	if err != nil {
+		return err
+	}
+	minPages := uint32(2)
+	for _, m := range compiled.ImportedMemories() {
+		minPages = max(minPages, m.Min())
+	}
+	if err := vm.hostModule(ctx); err != nil {
+		return err
+	}
+	if _, err := vm.rt.InstantiateWithConfig(ctx, envModule(minPages), wazero.NewModuleConfig().WithName("env")); err != nil {
+		return fmt.Errorf("env module: %w", err)
+	}
+	vm.mod, err = vm.rt.InstantiateModule(ctx, compiled, wazero.NewModuleConfig().WithName("policy"))
+	if err != nil {
+		return err
+	}
+	vm.mem = vm.mod.Memory()
+	if g := vm.mod.ExportedGlobal("opa_wasm_abi_version"); g == nil || g.Get() != 1 {
+		return errors.New("not an OPA Wasm ABI 1.x module")
+	}
+	fns := map[string]*api.Function{
+		"opa_malloc": &vm.malloc, "opa_json_parse": &vm.jsonParse, "opa_value_parse": &vm.valueParse,
+		"opa_json_dump": &vm.jsonDump, "opa_value_dump": &vm.valueDump,
+		"opa_heap_ptr_get": &vm.heapGet, "opa_heap_ptr_set": &vm.heapSet, "opa_value_add_path": &vm.addPath,
+		"opa_eval_ctx_new": &vm.ctxNew, "opa_eval_ctx_set_input": &vm.ctxInput, "opa_eval_ctx_set_data": &vm.ctxData,
+		"opa_eval_ctx_set_entrypoint": &vm.ctxEntrypoint, "eval": &vm.run, "opa_eval_ctx_get_result": &vm.ctxResult,
+	}
+	for name, f := range fns {
+		if *f = vm.mod.ExportedFunction(name); *f == nil {
+			return fmt.Errorf("module does not export %s", name)
+		}
+	}
+	if err := vm.link(ctx); err != nil {
+		return err
+	}
+	if vm.dataAddr, err = vm.parse(ctx, data); err != nil {
+		return fmt.Errorf("data: %w", err)
+	}
+	if vm.pathCluster, err = vm.parse(ctx, []byte(`["cluster"]`)); err != nil {
+		return err
+	}
+	if vm.pathUsage, err = vm.parse(ctx, []byte(`["usage"]`)); err != nil {
+		return err
+	}
+	if vm.dataEnd, err = vm.call(ctx, vm.heapGet); err != nil {
+		return err
+	}
+	vm.evalHeap = vm.dataEnd
+	return nil
+}
+
+// link resolves the entrypoint and the builtins the module leaves to the
+// host (sprintf, for one) to topdown's implementations.
+func (vm *wasmVM) link(ctx context.Context) error {
+	var eps map[string]uint32
+	if err := vm.exported(ctx, "entrypoints", &eps); err != nil {
+		return err
+	}
+	id, ok := eps[wasmEntrypoint]
+	if !ok {
+		return fmt.Errorf("module lacks entrypoint %s (has %v)", wasmEntrypoint, eps)
+	}
+	vm.entrypoint = uint64(id)
+	var bis map[string]uint32
+	if err := vm.exported(ctx, "builtins", &bis); err != nil {
+		return err
+	}
+	vm.builtins = make(map[uint32]wasmBuiltin, len(bis))
+	for name, id := range bis {
+		fn := topdown.GetBuiltin(name)
+		if fn == nil {
+			return fmt.Errorf("builtin %s has no host implementation", name)
+		}
+		vm.builtins[id] = wasmBuiltin{name: name, fn: fn}
+	}
+	return nil
+}
+
+// exported calls a no-argument export returning a value and decodes it.
+func (vm *wasmVM) exported(ctx context.Context, name string, out any) error {
+	f := vm.mod.ExportedFunction(name)
+	if f == nil {
+		return fmt.Errorf("module does not export %s", name)
+	}
+	addr, err := vm.call(ctx, f)
+	if err != nil {
+		return err
+	}
+	s, err := vm.dump(ctx, vm.jsonDump, addr)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(s, out); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// eval decides one input and returns the result set as JSON. The returned
+// bytes live in the VM's memory until its next call.
+func (vm *wasmVM) eval(ctx context.Context, in wasmInput) ([]byte, error) {
+	vm.ctx = ctx
+	defer func() { vm.ctx = nil }()
+	if in.cluster != vm.cluster || in.usage != vm.usage {
+		if err := vm.cacheDocuments(ctx, in); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := vm.call(ctx, vm.heapSet, uint64(vm.evalHeap)); err != nil {
+		return nil, err
+	}
+	input, err := vm.parse(ctx, in.rest)
+	if err != nil {
+		return nil, fmt.Errorf("input: %w", err)
+	}
+	for _, link := range [][2]uint32{{vm.pathCluster, vm.clusterAddr}, {vm.pathUsage, vm.usageAdr}} {
+		rc, err := vm.call(ctx, vm.addPath, uint64(input), uint64(link[0]), uint64(link[1]))
+		if err != nil {
+			return nil, err
+		}
+		if rc != 0 {
+			return nil, fmt.Errorf("link input document: error %d", rc)
+		}
+	}
+	ec, err := vm.call(ctx, vm.ctxNew)
+	if err != nil {
+		return nil, err
+	}
+	for _, step := range []struct {
+		f    api.Function
+		args []uint64
+	}{
+		{vm.ctxInput, []uint64{uint64(ec), uint64(input)}},
+		{vm.ctxData, []uint64{uint64(ec), uint64(vm.dataAddr)}},
+		{vm.ctxEntrypoint, []uint64{uint64(ec), vm.entrypoint}},
+		{vm.run, []uint64{uint64(ec)}},
+	} {
+		if _, err := vm.call(ctx, step.f, step.args...); err != nil {
+			return nil, err
+		}
+	}
+	res, err := vm.call(ctx, vm.ctxResult, uint64(ec))
+	if err != nil {
+		return nil, err
+	}
+	return vm.dump(ctx, vm.jsonDump, res)
+}
+
+// cacheDocuments parses a new cluster or usage document above the data,
+// discarding the previous ones.
+func (vm *wasmVM) cacheDocuments(ctx context.Context, in wasmInput) error {
+	if _, err := vm.call(ctx, vm.heapSet, uint64(vm.dataEnd)); err != nil {
+		return err
+	}
+	vm.cluster, vm.usage = nil, nil
+	cluster, err := in.cluster.json()
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	usage, err := in.usage.json()
+	if err != nil {
+		return fmt.Errorf("usage: %w", err)
+	}
+	if vm.clusterAddr, err = vm.parse(ctx, cluster); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	if vm.usageAdr, err = vm.parse(ctx, usage); err != nil {
+		return fmt.Errorf("usage: %w", err)
+	}
+	if vm.evalHeap, err = vm.call(ctx, vm.heapGet); err != nil {
+		return err
+	}
+	vm.cluster, vm.usage = in.cluster, in.usage
+	return nil
+}
+
+// parse copies JSON (or Rego value text, with parser = valueParse) into the
+// heap and parses it to a value.
+func (vm *wasmVM) parse(ctx context.Context, raw []byte) (uint32, error) {
+	return vm.parseWith(ctx, vm.jsonParse, raw)
+}
+
+func (vm *wasmVM) parseWith(ctx context.Context, parser api.Function, raw []byte) (uint32, error) {
+	p, err := vm.call(ctx, vm.malloc, uint64(len(raw)))
+	if err != nil {
+		return 0, err
+	}
+	if !vm.mem.Write(p, raw) {
+		return 0, fmt.Errorf("write %d bytes at %d: out of memory", len(raw), p)
+	}
+	addr, err := vm.call(ctx, parser, uint64(p), uint64(len(raw)))
+	if err != nil {
+		return 0, err
+	}
+	if addr == 0 {
+		return 0, fmt.Errorf("module could not parse %.60q", raw)
+	}
+	return addr, nil
+}
+
+// dump serialises the value at addr (JSON, or Rego text with valueDump)
+// and returns the bytes, which stay valid until the VM's next call.
+func (vm *wasmVM) dump(ctx context.Context, dumper api.Function, addr uint32) ([]byte, error) {
+	s, err := vm.call(ctx, dumper, uint64(addr))
+	if err != nil {
+		return nil, err
+	}
+	buf, ok := vm.mem.Read(s, vm.mem.Size()-s)
+	if !ok {
+		return nil, fmt.Errorf("dump at %d: outside memory", s)
+	}
+	n := bytes.IndexByte(buf, 0)
+	if n < 0 {
+		return nil, fmt.Errorf("dump at %d: unterminated", s)
+	}
+	return buf[:n:n], nil
+}
+
+func (vm *wasmVM) call(ctx context.Context, f api.Function, args ...uint64) (uint32, error) {
+	res, err := f.Call(ctx, args...)
+	if err != nil {
+		return 0, vm.callErr(err)
+	}
+	if len(res) == 0 {
+		return 0, nil
+	}
+	return uint32(res[0]), nil
+}
+
+// callErr marks the VM broken: a trap leaves the module mid-update.
+func (vm *wasmVM) callErr(err error) error {
+	vm.broken = true
+	return fmt.Errorf("wasm policy: %w", err)
+}
+
+// abortError is opa_abort's message (a conflict between rules, say).
+type abortError string
+
+func (e abortError) Error() string { return "policy aborted: " + string(e) }
+
+// hostModule provides what the module's "env" imports forward to:
+// opa_abort, opa_println and opa_builtin0..4.
+func (vm *wasmVM) hostModule(ctx context.Context) error {
+	b := vm.rt.NewHostModuleBuilder("host")
+	b.NewFunctionBuilder().WithFunc(func(ctx context.Context, addr uint32) {
+		panic(abortError(vm.cString(addr)))
+	}).Export("opa_abort")
+	// print() output is dropped, as topdown drops it without a print hook.
+	b.NewFunctionBuilder().WithFunc(func(context.Context, uint32) {}).Export("opa_println")
+	for arity := 0; arity <= 4; arity++ {
+		params := make([]api.ValueType, arity+2) // builtin id, context, args
+		for i := range params {
+			params[i] = api.ValueTypeI32
+		}
+		b.NewFunctionBuilder().WithGoFunction(api.GoFunc(func(ctx context.Context, stack []uint64) {
+			args := make([]uint32, arity)
+			for i := range args {
+				args[i] = uint32(stack[2+i])
+			}
+			stack[0] = uint64(vm.builtin(ctx, uint32(stack[0]), args))
+		}), params, []api.ValueType{api.ValueTypeI32}).Export("opa_builtin" + strconv.Itoa(arity))
+	}
+	_, err := b.Instantiate(ctx)
+	return err
+}
+
+func (vm *wasmVM) cString(addr uint32) string {
+	buf, ok := vm.mem.Read(addr, vm.mem.Size()-addr)
+	if !ok {
+		return "(unreadable)"
+	}
+	if n := bytes.IndexByte(buf, 0); n >= 0 {
+		buf = buf[:n]
+	}
+	return string(buf)
+}
+
+// builtin runs a builtin the module calls out for, with topdown's
+// implementation: the arguments come over as Rego text (sets stay sets),
+// the result goes back as JSON where it has no set. A builtin error makes
+// the call undefined, as it does in topdown (non-strict).
+func (vm *wasmVM) builtin(ctx context.Context, id uint32, argAddrs []uint32) uint32 {
+	bi, ok := vm.builtins[id]
+	if !ok {
+		panic(abortError(fmt.Sprintf("unknown builtin id %d", id)))
+	}
+	args := make([]*ast.Term, len(argAddrs))
+	for i, a := range argAddrs {
+		text, err := vm.dump(ctx, vm.valueDump, a)
+		if err != nil {
+			panic(abortError(fmt.Sprintf("%s: argument %d: %v", bi.name, i+1, err)))
+		}
+		if args[i], err = ast.ParseTerm(string(text)); err != nil {
+			panic(abortError(fmt.Sprintf("%s: argument %d: %v", bi.name, i+1, err)))
+		}
+	}
+	bctx := topdown.BuiltinContext{
+		Context: vm.ctx,
+		Metrics: metrics.NoOp(),
+		Seed:    rand.Reader,
+		Time:    ast.NumberTerm(json.Number(strconv.FormatInt(time.Now().UnixNano(), 10))),
+		Cache:   builtins.Cache{},
+	}
+	var out *ast.Term
+	if err := bi.fn(bctx, args, func(t *ast.Term) error { out = t; return nil }); err != nil || out == nil {
+		return 0
+	}
+	raw, parser := []byte(out.String()), vm.valueParse
+	if !hasSet(out.Value) {
+		if j, err := ast.JSON(out.Value); err == nil {
+			if b, err := json.Marshal(j); err == nil {
+				raw, parser = b, vm.jsonParse
+			}
+		}
+	}
+	addr, err := vm.parseWith(ctx, parser, raw)
+	if err != nil {
+		panic(abortError(fmt.Sprintf("%s: result: %v", bi.name, err)))
+	}
+	return addr
+}
+
+func hasSet(v ast.Value) bool {
+	found := false
+	ast.WalkTerms(v, func(t *ast.Term) bool {
+		if _, ok := t.Value.(ast.Set); ok {
+			found = true
+		}
+		return found
+	})
+	return found
+}
+
+// envModule is the module the policy imports "env" from: wazero host
+// modules cannot export a memory, so this tiny Wasm module defines the
+// memory and re-exports the "host" module's functions under env's names.
+// Written out by hand (the binary format is small for this).
+func envModule(minPages uint32) []byte {
+	imports := []struct {
+		name string
+		typ  byte
+	}{{"opa_abort", 0}, {"opa_println", 0}, {"opa_builtin0", 1}, {"opa_builtin1", 2}, {"opa_builtin2", 3}, {"opa_builtin3", 4}, {"opa_builtin4", 5}}
+	const i32, funcType = 0x7f, 0x60
+	var m []byte
+	m = append(m, 0, 'a', 's', 'm', 1, 0, 0, 0)
+	section := func(id byte, body []byte) {
+		m = append(m, id)
+		m = appendULEB(m, uint32(len(body)))
+		m = append(m, body...)
+	}
+	name := func(b []byte, s string) []byte { return append(appendULEB(b, uint32(len(s))), s...) }
+	// Types: 0 is (i32) -> (); 1..5 are (i32 × 2..6) -> i32.
+	types := []byte{6, funcType, 1, i32, 0}
+	for n := 2; n <= 6; n++ {
+		types = append(types, funcType, byte(n))
+		for range n {
+			types = append(types, i32)
+		}
+		types = append(types, 1, i32)
+	}
+	section(1, types)
+	imp := []byte{byte(len(imports))}
+	for _, f := range imports {
+		imp = name(name(imp, "host"), f.name)
+		imp = append(imp, 0, f.typ) // function import of type f.typ
+	}
+	section(2, imp)
+	mem := appendULEB([]byte{1, 0}, minPages) // one memory, no maximum (the runtime's limit applies)
+	section(5, mem)
+	exp := []byte{byte(len(imports) + 1)}
+	exp = append(name(exp, "memory"), 2, 0)
+	for i, f := range imports {
+		exp = append(name(exp, f.name), 0, byte(i))
+	}
+	section(7, exp)
+	return m
+}
+
+func appendULEB(b []byte, v uint32) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if v != 0 {
+			b = append(b, c|0x80)
+			continue
+		}
+		return append(b, c)
+	}
+}

@@ -1,0 +1,271 @@
+package policy
+
+import (
+	"context"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// diffBundles are the bundles the Wasm module is checked against OPA's
+// interpreter with: the defaults, GPU preservation on (reserved GPUs are
+// built with sprintf, a host call, per GPU), a rate cap, and a rule of the
+// kind people push (a freeze reading the work ID, a set in its reason).
+func diffBundles(t testing.TB) map[string]Bundle {
+	t.Helper()
+	base, err := LoadDir(policiesDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withData := func(key string, v any) Bundle {
+		return Bundle{Modules: base.Modules, Data: withParam(t, base.Data, key, v)}
+	}
+	freeze := Bundle{Modules: map[string]string{}, Data: base.Data}
+	for p, src := range base.Modules {
+		freeze.Modules[p] = src
+	}
+	freeze.Modules["freeze.rego"] = `package trainyard.admission
+
+import rego.v1
+
+deny contains {"rule": "training_freeze", "reason": sprintf("%s is frozen; roles %v", [input.work.id, {r.name | some r in input.work.roles}])} if {
+	input.work.kind == "training"
+	startswith(input.work.id, "run-")
+}
+`
+	return map[string]Bundle{
+		"default":      base,
+		"preservation": withData("gpu_preservation", map[string]any{"enabled": true, "reserved": []any{"runpod-h100:0", "g5-2:0"}, "reserved_per_node": 1, "cpu_only_roles": []any{"rollout_worker", "selfplay"}}),
+		"rate-cap":     withData("capabilities", map[string]any{"max_http_rate": 100}),
+		"freeze":       freeze,
+	}
+}
+
+// genInput draws an input that can reach every rule: kinds, configs with
+// and without quotas, boards, fractional and oversized requests, provider
+// preferences, capability grants, starvation, usage over quota, running
+// training, endpoints and proposed placements (on unknown nodes too).
+func genInput(r *rand.Rand) Input {
+	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	some := func(xs ...string) []string {
+		var out []string
+		for _, x := range xs {
+			if r.IntN(3) == 0 {
+				out = append(out, x)
+			}
+		}
+		return out
+	}
+	floats := func(xs ...float64) float64 { return xs[r.IntN(len(xs))] }
+	ints := func(xs ...int64) int64 { return xs[r.IntN(len(xs))] }
+
+	w := Work{
+		ID:             pick("run-1", "job-2", "sweep-3"),
+		Kind:           pick("training", "selfplay", "evaluation", "rollout", "batch"),
+		Config:         pick("hexagonal_4p", "hexagonal_2p", "square19_2p", "square8_3p", "hex8_2p", "zelda", ""),
+		Priority:       int(ints(-5, 0, 5)),
+		WaitingSeconds: ints(0, 14399, 14400, 86400),
+	}
+	if r.IntN(4) == 0 {
+		w.Board = pick("square19", "hexagonal", "go9")
+	}
+	for range 1 + r.IntN(3) {
+		w.Roles = append(w.Roles, Role{
+			Name:     pick("trainer", "rollout_worker", "selfplay", "data_loader", "evaluator"),
+			Count:    int(ints(1, 2, 8)),
+			CPUs:     floats(0.5, 1, 6, 6.75, 7, 100),
+			GPUs:     floats(0, 0, 0.25, 0.5, 1, 2, 9),
+			MemoryMB: ints(1000, 24000, 28000, 1<<30),
+		})
+	}
+	if r.IntN(3) == 0 {
+		w.Providers = &Providers{Prefer: some("vast", "runpod", "nebius"), Avoid: some("vast", "vultr")}
+	}
+	if r.IntN(3) == 0 {
+		w.Capabilities = &Capabilities{HTTP: some("llm", "judge", "openai"), HTTPRate: floats(0, 10, 500)}
+		w.PluginCapabilities = some("http:llm", "http:judge")
+	}
+
+	fleet := append(seed002Fleet(), fleetNode("g5-1", "aws", false, 7.5, 30, 23028), fleetNode("g5-2", "aws", false, 7.5, 30, 23028), fleetNode("cpu-1", "aws", false, 63.5, 127))
+	var c Cluster
+	for _, n := range ClusterInput(fleet).Nodes {
+		if r.IntN(3) > 0 {
+			if r.IntN(4) == 0 {
+				n.Used = Used{CPUs: floats(1, 6.5), MemoryMB: ints(1000, 20000)}
+			}
+			c.Nodes = append(c.Nodes, n)
+		}
+	}
+	if len(c.Nodes) > 0 && r.IntN(3) == 0 {
+		c.Endpoints = []Endpoint{{Name: "llm", Nodes: []string{c.Nodes[0].Name}, GPUs: 1}}
+	}
+	u := Usage{Tier1CapacitySeconds: 5 * 86400, Tier1GPUSecondsByConfig: map[string]float64{}, RunningTrainingByConfig: map[string]int{}}
+	if w.Config != "" {
+		u.Tier1GPUSecondsByConfig[w.Config] = floats(0, 0.05, 0.26, 0.9) * u.Tier1CapacitySeconds
+		if r.IntN(4) == 0 {
+			u.RunningTrainingByConfig[w.Config] = 1
+		}
+	}
+	in := Input{Work: w, Cluster: c, Usage: u}
+	if r.IntN(3) == 0 {
+		for _, role := range w.Roles {
+			node := "ghost"
+			if len(c.Nodes) > 0 && r.IntN(5) > 0 {
+				node = c.Nodes[r.IntN(len(c.Nodes))].Name
+			}
+			p := Placed{Node: node, Role: role.Name, Count: role.Count, CPUs: role.CPUs, MemoryMB: role.MemoryMB}
+			if role.GPUs > 0 {
+				p.GPUs = []PlacedGPU{{Index: r.IntN(2), Share: role.GPUs}}
+			}
+			in.Placement = append(in.Placement, p)
+		}
+	}
+	return in
+}
+
+// sameDecision decides in with both evaluators and wants equal results.
+func sameDecision(t *testing.T, e *Engine, in Input) Decision {
+	t.Helper()
+	ctx := context.Background()
+	want, errT := e.decide(ctx, in, false)
+	got, errW := e.decide(ctx, in, true)
+	if (errT == nil) != (errW == nil) {
+		t.Fatalf("interpreter error %v, wasm error %v; input %+v", errT, errW, in)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("wasm and interpreter disagree on %+v\n wasm        %+v\n interpreter %+v", in, got, want)
+	}
+	return got
+}
+
+// TestWasmDecidesLikeTopdown: the Wasm module and OPA's interpreter give
+// the same decision, every violation and reason included, on generated
+// inputs under each bundle.
+func TestWasmDecidesLikeTopdown(t *testing.T) {
+	for name, b := range diffBundles(t) {
+		t.Run(name, func(t *testing.T) {
+			e, err := New(context.Background(), b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Evaluator() != "wasm" {
+				t.Fatalf("evaluator %s", e.Evaluator())
+			}
+			r := rand.New(rand.NewPCG(1, uint64(len(name))))
+			denied, rules := 0, map[string]bool{}
+			for range 400 {
+				d := sameDecision(t, e, genInput(r))
+				if !d.Allow {
+					denied++
+				}
+				for _, v := range d.Violations {
+					rules[v.Rule] = true
+				}
+			}
+			// The generator must reach the rules, or agreeing proves little.
+			if denied < 100 || len(rules) < 6 {
+				t.Fatalf("only %d of 400 inputs denied, rules %v", denied, rules)
+			}
+			t.Logf("%d of 400 denied; rules seen: %v", denied, rules)
+		})
+	}
+}
+
+// FuzzWasmDecidesLikeTopdown feeds generated inputs with fuzzed strings
+// (config, role name, work ID: they reach sprintf, JSON and glob matching)
+// and numbers to both evaluators.
+func FuzzWasmDecidesLikeTopdown(f *testing.F) {
+	f.Add(uint64(1), "hexagonal_4p", "trainer", "run-1", 1.0, int64(1000))
+	f.Add(uint64(2), "square8_\x00\"é", "rollout\\worker", "run-\u2028", 0.25, int64(1<<40))
+	f.Add(uint64(3), "", "", "", -1.5, int64(-1))
+	engines := map[string]*Engine{}
+	for name, b := range diffBundles(f) {
+		e, err := New(context.Background(), b)
+		if err != nil {
+			f.Fatal(err)
+		}
+		engines[name] = e
+	}
+	f.Fuzz(func(t *testing.T, seed uint64, config, role, id string, gpus float64, mem int64) {
+		in := genInput(rand.New(rand.NewPCG(seed, 7)))
+		in.Work.Config, in.Work.ID = config, id
+		in.Work.Roles[0].Name, in.Work.Roles[0].GPUs, in.Work.Roles[0].MemoryMB = role, gpus, mem
+		for _, e := range engines {
+			sameDecision(t, e, in)
+		}
+	})
+}
+
+// TestWasmTrapIsAnErrorAndTheNextDecisionWorks: a policy that fails at
+// evaluation (two values for one complete rule) is an error from both
+// evaluators, and a broken VM is replaced, not reused.
+func TestWasmTrapIsAnErrorAndTheNextDecisionWorks(t *testing.T) {
+	b := diffBundles(t)["default"]
+	mods := map[string]string{"conflict.rego": `package trainyard.admission
+
+import rego.v1
+
+clash := 1 if input.work.kind == "training"
+
+clash := 2 if input.work.kind == "training"
+
+deny contains {"rule": "clash", "reason": sprintf("%v", [clash])} if clash
+`}
+	for p, src := range b.Modules {
+		mods[p] = src
+	}
+	e, err := New(context.Background(), Bundle{Modules: mods, Data: b.Data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Evaluator() != "wasm" {
+		t.Fatalf("evaluator %s", e.Evaluator())
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	in := genInput(r)
+	in.Work.Kind = "training"
+	for _, useWasm := range []bool{false, true} {
+		if _, err := e.decide(context.Background(), in, useWasm); err == nil || !strings.Contains(err.Error(), "multiple") && !strings.Contains(err.Error(), "conflict") {
+			t.Errorf("wasm=%v: err %v, want a conflict error", useWasm, err)
+		}
+	}
+	in.Work.Kind = "selfplay"
+	sameDecision(t, e, in)
+}
+
+// TestBundleThatDoesNotCompileToWasmIsDecidedByTheInterpreter: a rule the
+// Wasm planner refuses leaves the engine on OPA's interpreter, which says
+// so and decides.
+func TestBundleThatDoesNotCompileToWasmIsDecidedByTheInterpreter(t *testing.T) {
+	b := diffBundles(t)["default"]
+	mods := map[string]string{"prefix.rego": `package trainyard.admission
+
+import rego.v1
+
+# A rule reading another rule under the same ref prefix, which the Wasm
+# planner plans as one function and cannot call into while planning it.
+role_limits[name].cpus := 64 if some name in {"trainer", "selfplay"}
+
+role_limits[name].label := sprintf("%v CPUs", [role_limits[name].cpus]) if some name in {"trainer", "selfplay"}
+
+deny contains {"rule": "role_limits", "reason": role_limits[r.name].label} if {
+	some r in input.work.roles
+	r.cpus > role_limits[r.name].cpus
+}
+`}
+	for p, src := range b.Modules {
+		mods[p] = src
+	}
+	e, err := New(context.Background(), Bundle{Modules: mods, Data: b.Data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(e.Evaluator(), "topdown (not compiled to wasm: ") {
+		t.Fatalf("evaluator %q, want topdown with the reason", e.Evaluator())
+	}
+	if _, err := e.Decide(context.Background(), genInput(rand.New(rand.NewPCG(5, 6)))); err != nil {
+		t.Fatal(err)
+	}
+	t.Log(e.Evaluator())
+}
