@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,9 +57,36 @@ decision := {
 	wasmMaxPages = 2048
 )
 
-// wasmCompiled is shared by every runtime: a bundle's module is compiled
-// to machine code once per process.
-var wasmCompiled = sync.OnceValue(wazero.NewCompilationCache)
+// compiledModules keeps the compilation caches of the last few modules,
+// so that engines for the same bundle (the admission service and a dry run
+// of the current bundle, tests) compile it to machine code once. A cache
+// dropped from here is freed with the last engine using it: compiled code
+// must not pile up with every proposed bundle a dry run compiles.
+var compiledModules = struct {
+	sync.Mutex
+	order  [][32]byte
+	caches map[[32]byte]wazero.CompilationCache
+}{caches: map[[32]byte]wazero.CompilationCache{}}
+
+const compiledModulesKept = 4
+
+func compilationCache(module []byte) wazero.CompilationCache {
+	key := sha256.Sum256(module)
+	c := &compiledModules
+	c.Lock()
+	defer c.Unlock()
+	if cache, ok := c.caches[key]; ok {
+		return cache
+	}
+	if len(c.order) == compiledModulesKept {
+		delete(c.caches, c.order[0])
+		c.order = c.order[1:]
+	}
+	cache := wazero.NewCompilationCache()
+	c.caches[key] = cache
+	c.order = append(c.order, key)
+	return cache
+}
 
 // wasmEvaluator decides with one bundle's Wasm module. VMs are not safe for
 // concurrent use, so it keeps up to GOMAXPROCS idle ones and makes more on
@@ -66,6 +94,7 @@ var wasmCompiled = sync.OnceValue(wazero.NewCompilationCache)
 type wasmEvaluator struct {
 	module []byte // policy.wasm
 	data   []byte // the bundle's data document, JSON
+	cache  wazero.CompilationCache
 	idle   chan *wasmVM
 }
 
@@ -81,7 +110,7 @@ func newWasmEvaluator(ctx context.Context, b Bundle, data map[string]any) (*wasm
 	if err != nil {
 		return nil, fmt.Errorf("data: %w", err)
 	}
-	w := &wasmEvaluator{module: mod, data: raw, idle: make(chan *wasmVM, runtime.GOMAXPROCS(0))}
+	w := &wasmEvaluator{module: mod, data: raw, cache: compilationCache(mod), idle: make(chan *wasmVM, runtime.GOMAXPROCS(0))}
 	vm, err := w.newVM(ctx)
 	if err != nil {
 		return nil, err
@@ -221,7 +250,7 @@ type wasmBuiltin struct {
 }
 
 func (w *wasmEvaluator) newVM(ctx context.Context) (*wasmVM, error) {
-	cfg := wazero.NewRuntimeConfig().WithCompilationCache(wasmCompiled()).WithMemoryLimitPages(wasmMaxPages)
+	cfg := wazero.NewRuntimeConfig().WithCompilationCache(w.cache).WithMemoryLimitPages(wasmMaxPages)
 	vm := &wasmVM{rt: wazero.NewRuntimeWithConfig(ctx, cfg)}
 	if err := vm.start(ctx, w.module, w.data); err != nil {
 		vm.close()
