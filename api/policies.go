@@ -16,8 +16,9 @@ import (
 
 type bundleOutput struct {
 	Body struct {
-		Revision string        `json:"revision"`
-		Bundle   policy.Bundle `json:"bundle"`
+		Revision  string        `json:"revision"`
+		Evaluator string        `json:"evaluator" doc:"What decides admissions with this bundle: wasm (the bundle compiled to WebAssembly by OPA, run in wazero), or topdown (OPA's interpreter) with why the bundle did not compile to WebAssembly."`
+		Bundle    policy.Bundle `json:"bundle"`
 	}
 }
 
@@ -35,8 +36,9 @@ type testOutput struct {
 
 type pushOutput struct {
 	Body struct {
-		Revision string `json:"revision"`
-		Tests    int    `json:"tests" doc:"Rego tests that passed before the bundle went in force."`
+		Revision  string `json:"revision"`
+		Tests     int    `json:"tests" doc:"Rego tests that passed before the bundle went in force."`
+		Evaluator string `json:"evaluator" doc:"What decides admissions with this bundle: wasm (the bundle compiled to WebAssembly by OPA, run in wazero), or topdown (OPA's interpreter) with why the bundle did not compile to WebAssembly."`
 	}
 }
 
@@ -62,9 +64,9 @@ type decisionsOutput struct {
 func (s *Server) registerPolicies() {
 	huma.Register(s.API, op(http.MethodGet, "/v1/policies", "get-policies", "The policy bundle in force: Rego modules, data and revision", auth.Admin, "policies"),
 		func(ctx context.Context, _ *struct{}) (*bundleOutput, error) {
-			b := s.d.Admission.Current()
+			e := s.d.Admission.Engine()
 			out := &bundleOutput{}
-			out.Body.Revision, out.Body.Bundle = b.Revision(), b
+			out.Body.Revision, out.Body.Evaluator, out.Body.Bundle = e.Revision(), e.Evaluator(), e.Bundle()
 			return out, nil
 		})
 
@@ -72,12 +74,12 @@ func (s *Server) registerPolicies() {
 		"Replace the policy bundle; refused unless it compiles and all its Rego tests pass", auth.Admin, "policies")
 	push.Errors = append(push.Errors, http.StatusUnprocessableEntity)
 	huma.Register(s.API, push, func(ctx context.Context, in *bundleInput) (*pushOutput, error) {
-		results, err := s.d.Admission.Push(ctx, in.Body)
+		e, results, err := s.d.Admission.Push(ctx, in.Body)
 		if err != nil {
 			return nil, bundleErr(err, results)
 		}
 		out := &pushOutput{}
-		out.Body.Revision, out.Body.Tests = in.Body.Revision(), len(results)
+		out.Body.Revision, out.Body.Tests, out.Body.Evaluator = e.Revision(), len(results), e.Evaluator()
 		return out, nil
 	})
 

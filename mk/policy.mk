@@ -4,7 +4,7 @@
 OPA_VERSION := v1.22.2
 OPA := $(CACHE)/bin/opa
 
-.PHONY: policy-test policy-bench
+.PHONY: policy-test policy-bench policy-fuzz
 
 $(OPA):
 	@mkdir -p $(CACHE)/bin
@@ -19,3 +19,7 @@ TEST_DEPS += policy-test
 # (BenchmarkDecide) and one scheduling round of 1,000 items on 100 nodes.
 policy-bench:
 	$(GO) test -run '^$$' -bench 'Decide|Schedule' -benchmem ./internal/policy/ ./internal/scheduler/
+
+# The Wasm evaluator against OPA's interpreter on fuzzed inputs, 30 s.
+policy-fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzWasmDecidesLikeTopdown$$' -fuzztime 30s ./internal/policy/

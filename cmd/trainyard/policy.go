@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -89,13 +91,14 @@ func newPolicyCmd() *cobra.Command {
 		Use: "push DIR", Short: "Replace the bundle in force (refused unless it compiles and its tests pass)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var out struct {
-				Revision string `json:"revision"`
-				Tests    int    `json:"tests"`
+				Revision  string `json:"revision"`
+				Tests     int    `json:"tests"`
+				Evaluator string `json:"evaluator"`
 			}
 			if err := send(cmd, args[0], http.MethodPut, "/v1/policies", &out); err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "policies %s in force (%d tests passed)\n", out.Revision, out.Tests)
+			fmt.Fprintf(os.Stderr, "policies %s in force (%d tests passed; evaluated by %s)\n", out.Revision, out.Tests, out.Evaluator)
 			return nil
 		},
 	}
@@ -129,7 +132,31 @@ func newPolicyCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(test, dry, push, decisions)
+	show := &cobra.Command{
+		Use: "show", Short: "The bundle in force: its revision, what evaluates it, its modules", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Revision  string        `json:"revision"`
+				Evaluator string        `json:"evaluator"`
+				Bundle    policy.Bundle `json:"bundle"`
+			}
+			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/policies", nil, &out); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, out, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "revision\t%s\nevaluator\t%s\n", out.Revision, out.Evaluator)
+				paths := slices.Sorted(maps.Keys(out.Bundle.Modules))
+				for _, p := range paths {
+					fmt.Fprintf(w, "module\t%s\n", p)
+				}
+			})
+		},
+	}
+	cmd.AddCommand(show, test, dry, push, decisions)
 	return cmd
 }
 

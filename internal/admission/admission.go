@@ -117,35 +117,36 @@ func (s *Service) Test(ctx context.Context, b policy.Bundle) ([]policy.TestResul
 }
 
 // Push compiles b, runs its tests and, when they all pass, stores it (a
-// revision copy first, then the current pointer) and puts it in force.
-func (s *Service) Push(ctx context.Context, b policy.Bundle) ([]policy.TestResult, error) {
+// revision copy first, then the current pointer) and puts it in force. It
+// returns the engine now in force.
+func (s *Service) Push(ctx context.Context, b policy.Bundle) (*policy.Engine, []policy.TestResult, error) {
 	e, err := policy.New(ctx, b)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	results, err := policy.RunTests(ctx, b)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, r := range results {
 		if !r.Pass && !r.Skip {
-			return results, fmt.Errorf("%w: %s %s", ErrTestsFailed, r.Name, r.Error)
+			return nil, results, fmt.Errorf("%w: %s %s", ErrTestsFailed, r.Name, r.Error)
 		}
 	}
 	raw, err := json.Marshal(b)
 	if err != nil {
-		return results, err
+		return nil, results, err
 	}
 	for _, key := range []string{historyDir + b.Revision() + ".json", currentKey} {
 		if _, err := s.store.Client.PutObject(ctx, s.store.Bucket, key, bytes.NewReader(raw), int64(len(raw)),
 			minio.PutObjectOptions{ContentType: "application/json"}); err != nil {
-			return results, fmt.Errorf("store policies: %w", err)
+			return nil, results, fmt.Errorf("store policies: %w", err)
 		}
 	}
 	s.mu.Lock()
 	s.engine = e
 	s.mu.Unlock()
-	return results, nil
+	return e, results, nil
 }
 
 // Decide evaluates one submission with the current bundle, logs the

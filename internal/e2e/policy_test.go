@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -21,13 +22,14 @@ func TestPolicyAsCode(t *testing.T) {
 	cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", localSpec), "--heartbeat-timeout", "5s")
 
 	var cur struct {
-		Revision string `json:"revision"`
-		Bundle   struct {
+		Revision  string `json:"revision"`
+		Evaluator string `json:"evaluator"`
+		Bundle    struct {
 			Modules map[string]string `json:"modules"`
 		} `json:"bundle"`
 	}
-	if code, _, raw := dev.call("GET", "/v1/policies", dev.admin, nil, &cur); code != 200 || cur.Bundle.Modules["admission.rego"] == "" {
-		t.Fatalf("get policies: %d %.300s", code, raw)
+	if code, _, raw := dev.call("GET", "/v1/policies", dev.admin, nil, &cur); code != 200 || cur.Bundle.Modules["admission.rego"] == "" || cur.Evaluator != "wasm" {
+		t.Fatalf("get policies (the default bundle is decided by its Wasm compilation): %d %.300s", code, raw)
 	}
 	if out := cli(t, dev, "policy", "test", "../../policies"); !strings.Contains(out, " passed, 0 failed") {
 		t.Fatalf("policy test: %s", out)
@@ -102,6 +104,9 @@ test_gpu_job_paused if {
 }
 `), 0o644)
 	cli(t, dev, "policy", "push", pause)
+	if out := cli(t, dev, "policy", "show"); !strings.Contains(out, "gpu_pause.rego") || !regexp.MustCompile(`evaluator\s+wasm`).MatchString(out) {
+		t.Fatalf("policy show after the push: %s", out)
+	}
 	code, hdr, body := dev.call("POST", "/v1/clusters/lab/jobs", dev.admin, map[string]any{"command": []string{"true"}, "gpus": 1}, nil)
 	assertProblem(t, code, hdr, body, http.StatusForbidden, "policy.gpu_pause")
 	if code, _, raw := dev.call("POST", "/v1/clusters/lab/jobs", dev.admin, map[string]any{"command": []string{"true"}}, nil); code != http.StatusCreated {
