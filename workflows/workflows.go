@@ -13,6 +13,7 @@ import (
 	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginstore"
+	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/internal/provision"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/plugins"
@@ -37,6 +38,9 @@ type Deps struct {
 	// Provisioners start and stop node agents; Launch builds their command.
 	Provisioners provision.Set
 	Launch       func(cluster string, node spec.Node, secret string, heartbeat time.Duration) provision.AgentLaunch
+	// Params are the placement params of the policy bundle in force; nil
+	// places with the shipped defaults.
+	Params func() params.Params
 }
 
 // Register adds all control-plane workflows and activities to w.
@@ -48,7 +52,7 @@ func Register(w worker.Registry, d Deps) {
 	w.RegisterWorkflowWithOptions(cluster.Workflow, workflow.RegisterOptions{Name: cluster.Name})
 	w.RegisterActivity(&cluster.Activities{Provisioners: d.Provisioners, Launch: d.Launch})
 	w.RegisterWorkflowWithOptions(job.Workflow, workflow.RegisterOptions{Name: job.Name})
-	w.RegisterActivity(&job.Activities{Client: d.Client})
+	w.RegisterActivity(&job.Activities{Client: d.Client, Params: d.Params})
 	w.RegisterWorkflowWithOptions(train.Workflow, workflow.RegisterOptions{Name: train.Name})
 	w.RegisterWorkflowWithOptions(selfplay.Workflow, workflow.RegisterOptions{Name: selfplay.Name})
 	w.RegisterWorkflowWithOptions(selfplay.Scheduler, workflow.RegisterOptions{Name: selfplay.SchedulerName})

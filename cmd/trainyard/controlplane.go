@@ -16,10 +16,12 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/trainyard/trainyard/internal/admission"
 	"github.com/trainyard/trainyard/internal/atomicfile"
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/internal/provision"
 	"github.com/trainyard/trainyard/internal/provision/local"
 	"github.com/trainyard/trainyard/internal/provision/ssh"
@@ -105,8 +107,9 @@ func (a agentLaunch) launch(clusterName string, node spec.Node, secret string, h
 	return provision.AgentLaunch{Binary: bin, Args: args, Env: env}
 }
 
-// startWorker runs the control-plane worker.
-func startWorker(c client.Client, store *objstore.Store, rt *plugins.Runtime, al agentLaunch) (worker.Worker, error) {
+// startWorker runs the control-plane worker; placements use the params of
+// adm's bundle in force.
+func startWorker(c client.Client, store *objstore.Store, rt *plugins.Runtime, al agentLaunch, adm *admission.Service) (worker.Worker, error) {
 	host, _ := os.Hostname()
 	identity := fmt.Sprintf("control@%s:%d", host, os.Getpid())
 	provs, err := al.provisioners()
@@ -115,7 +118,7 @@ func startWorker(c client.Client, store *objstore.Store, rt *plugins.Runtime, al
 	}
 	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{Identity: identity})
 	workflows.Register(w, workflows.Deps{Store: store, Plugins: rt, Client: c, Identity: identity,
-		Provisioners: provs, Launch: al.launch})
+		Provisioners: provs, Launch: al.launch, Params: func() params.Params { return adm.Engine().Params() }})
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start control worker: %w", err)
 	}

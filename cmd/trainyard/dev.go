@@ -157,17 +157,17 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 	}
 	stops = append(stops, func() { _ = rt.Close(context.Background()) })
 
+	adm, err := admission.Open(ctx, store)
+	if err != nil {
+		return err
+	}
 	w, err := startWorker(tc, store, rt, agentLaunch{temporalAddr: tsrv.Address, namespace: "default", agentsDir: filepath.Join(dir, "agents"),
-		s3: objstore.Config{Endpoint: s3.Endpoint, Bucket: o.bucket, Insecure: true, AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey}})
+		s3: objstore.Config{Endpoint: s3.Endpoint, Bucket: o.bucket, Insecure: true, AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey}}, adm)
 	if err != nil {
 		return err
 	}
 	stops = append(stops, w.Stop)
 
-	adm, err := admission.Open(ctx, store)
-	if err != nil {
-		return err
-	}
 	srv := api.New(api.Deps{Temporal: tc, Namespace: "default", Tokens: tokens, Store: store, Logger: log,
 		Plugins: rt, PluginStore: pluginstore.New(store), Admission: adm,
 		Metrics: g.telemetry.Metrics, Ready: readyChecks(tc, store)})

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/trainyard/trainyard/internal/admission"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/temporalx"
 )
@@ -47,7 +48,13 @@ func runWorker(ctx context.Context, g *globals, o *workerOptions) error {
 	}
 	o.agents.namespace = o.temporal.Namespace
 	o.agents.s3 = o.s3
-	w, err := startWorker(tc, store, rt, o.agents)
+	// Placements use the bundle in force when the worker started: a push
+	// to a server reaches this worker at its next start.
+	adm, err := admission.Open(ctx, store)
+	if err != nil {
+		return err
+	}
+	w, err := startWorker(tc, store, rt, o.agents, adm)
 	if err != nil {
 		return err
 	}

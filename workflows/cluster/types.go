@@ -5,6 +5,7 @@
 package cluster
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/trainyard/trainyard/internal/cluster/spec"
@@ -119,6 +120,11 @@ type AllocateRequest struct {
 	// GPUShare asks for part of one device instead of whole GPUs (0.25:
 	// four such jobs share a GPU); GPUs must then be 0.
 	GPUShare float64 `json:"gpu_share,omitempty"`
+	// Params are the placement params of the policy bundle in force when
+	// the request was made (data.trainyard.params: GPUs reserved for
+	// inference, capacity share, provider preferences); the shipped
+	// defaults when empty, as for requests recorded before this field.
+	Params json.RawMessage `json:"params,omitempty"`
 }
 
 // Allocation is where a job runs.

@@ -41,7 +41,8 @@ func Workflow(ctx workflow.Context, st State) error {
 			if req.GPUShare != 0 && (!(req.GPUShare > 0 && req.GPUShare < 1) || req.GPUs != 0) {
 				return errors.New("allocate: gpu_share must be in (0, 1), with gpus 0")
 			}
-			return nil
+			_, err := placementParams(req)
+			return err
 		},
 	}); err != nil {
 		return err
@@ -412,8 +413,12 @@ func (c *controller) allocate(ctx workflow.Context, req AllocateRequest) (Alloca
 	if req.GPUShare > 0 {
 		gpus = req.GPUShare
 	}
+	pp, err := placementParams(req)
+	if err != nil {
+		return Allocation{}, err
+	}
 	work := scheduler.Work{ID: req.JobID, Spec: jobSpec(req.JobID, req.CPUs, gpus, req.MemoryMB)}
-	p := scheduler.New(params.Default()).Place(c.schedulerNodes(req.Exclude), work)
+	p := scheduler.New(pp).Place(c.schedulerNodes(req.Exclude), work)
 	switch p.Status {
 	case scheduler.Placed:
 	case scheduler.Infeasible:
@@ -433,6 +438,19 @@ func (c *controller) allocate(ctx workflow.Context, req AllocateRequest) (Alloca
 	n.Allocated[req.JobID] = u
 	n.Health = Healthy
 	return Allocation{Node: a.Node, Queue: NodeQueue(c.st.Name, a.Node), GPUs: u.GPUs}, nil
+}
+
+// placementParams are the request's policy params, or the shipped
+// defaults.
+func placementParams(req AllocateRequest) (params.Params, error) {
+	if len(req.Params) == 0 {
+		return params.Default(), nil
+	}
+	p, err := params.Parse(req.Params)
+	if err != nil {
+		return params.Params{}, fmt.Errorf("allocate: params: %w", err)
+	}
+	return p, nil
 }
 
 // schedulerNodes is the scheduler's view: live nodes are ready, excluded

@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/trainyard/trainyard/internal/agent/procenv"
+	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/workflows/cluster"
 )
 
@@ -22,6 +24,10 @@ const ErrProcessFailed = "ProcessFailed"
 // Activities run on the control-plane worker.
 type Activities struct {
 	Client client.Client
+	// Params are the placement params of the policy bundle in force
+	// (GPUs reserved for inference, capacity share...); Allocate sends
+	// them with each request. Nil: the cluster uses the shipped defaults.
+	Params func() params.Params
 }
 
 // AllocateInput names the cluster and what the job needs.
@@ -35,6 +41,11 @@ type AllocateInput struct {
 func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (alloc cluster.Allocation, err error) {
 	start := time.Now()
 	defer func() { placementMetrics().observe(ctx, in.Cluster, in.Request.JobID, time.Since(start), err) }()
+	if a.Params != nil && len(in.Request.Params) == 0 {
+		if in.Request.Params, err = json.Marshal(a.Params()); err != nil {
+			return cluster.Allocation{}, fmt.Errorf("allocate %s: policy params: %w", in.Request.JobID, err)
+		}
+	}
 	h, err := a.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   cluster.WorkflowID(in.Cluster),
 		UpdateName:   cluster.UpdateAllocate,
