@@ -244,7 +244,7 @@ type prepared struct {
 // binary encoding of every input field (see hash.go); only its first 16
 // bytes are kept.
 func (e *Engine) input(in *Input, useWasm bool) (prepared, error) {
-	if err := checkFinite(in); err != nil {
+	if err := checkInput(in); err != nil {
 		return prepared{}, fmt.Errorf("admission input: %w", err)
 	}
 	enc := getEncoder()

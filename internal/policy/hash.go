@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"unicode/utf8"
 )
 
 // The input hash and the cache keys of the cluster and usage terms come
@@ -148,6 +149,64 @@ func appendBool(b []byte, v bool) []byte {
 		return append(b, 1)
 	}
 	return append(b, 0)
+}
+
+// checkInput refuses what JSON cannot carry, so that both evaluators (the
+// Wasm module reads the input as JSON, the interpreter as terms) see the
+// same input: NaN and infinite numbers, which OPA's arithmetic cannot
+// handle either, and strings that are not UTF-8 (JSON would replace the
+// bad bytes). Inputs decoded from the API's JSON never have them.
+func checkInput(in *Input) error {
+	if err := checkFinite(in); err != nil {
+		return err
+	}
+	if s, ok := firstInvalidUTF8(in); !ok {
+		return fmt.Errorf("string %q is not valid UTF-8", s)
+	}
+	return nil
+}
+
+// firstInvalidUTF8 reports the first string of the input that is not
+// valid UTF-8 (ok false), if any.
+func firstInvalidUTF8(in *Input) (string, bool) {
+	var bad string
+	check := func(ss ...string) {
+		for _, s := range ss {
+			if bad == "" && !utf8.ValidString(s) {
+				bad = s
+			}
+		}
+	}
+	w := &in.Work
+	check(w.ID, w.Kind, w.Config, w.Board)
+	check(w.PluginCapabilities...)
+	for _, r := range w.Roles {
+		check(r.Name)
+	}
+	if w.Providers != nil {
+		check(w.Providers.Prefer...)
+		check(w.Providers.Avoid...)
+	}
+	if w.Capabilities != nil {
+		check(w.Capabilities.HTTP...)
+	}
+	for _, n := range in.Cluster.Nodes {
+		check(n.Name, n.Provider)
+	}
+	for _, e := range in.Cluster.Endpoints {
+		check(e.Name)
+		check(e.Nodes...)
+	}
+	for k := range in.Usage.Tier1GPUSecondsByConfig {
+		check(k)
+	}
+	for k := range in.Usage.RunningTrainingByConfig {
+		check(k)
+	}
+	for _, p := range in.Placement {
+		check(p.Node, p.Role)
+	}
+	return bad, bad == ""
 }
 
 // checkFinite refuses NaN and infinite numbers, which JSON cannot carry
