@@ -168,12 +168,12 @@ func (e *Engine) decide(ctx context.Context, in Input, useWasm bool) (Decision, 
 		if len(rs) == 1 {
 			v := rs[0].Bindings
 			b = &bindings{Allow: v["allow"], Deny: v["deny"], Priority: v["priority"]}
-		} else if err == nil {
-			err = fmt.Errorf("%d results, want 1 (is allow/deny defined?)", len(rs))
+		} else if err == nil && len(rs) > 1 {
+			err = fmt.Errorf("%d results, want 1", len(rs))
 		}
 	}
 	if err == nil && b == nil {
-		err = errors.New("no result (is allow defined?)")
+		err = errors.New("no result (are allow and deny defined?)")
 	}
 	if err != nil {
 		return Decision{}, fmt.Errorf("evaluate %s (revision %s): %w", Query, e.revision, err)

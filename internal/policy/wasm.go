@@ -170,8 +170,7 @@ func (w *wasmEvaluator) get(ctx context.Context) (*wasmVM, error) {
 	}
 }
 
-// put keeps a VM for the next decision; a VM whose call failed is closed,
-// since the module's state may be half-updated.
+// put keeps a VM for the next decision; a broken one is closed.
 func (w *wasmEvaluator) put(vm *wasmVM) {
 	if vm.broken {
 		vm.close()
@@ -201,7 +200,7 @@ func (w *wasmEvaluator) eval(ctx context.Context, in wasmInput) (*bindings, erro
 	defer w.put(vm)
 	out, err := vm.eval(ctx, in)
 	if err != nil {
-		vm.broken = true
+		vm.broken = true // a failed call can leave the module mid-update
 		return nil, err
 	}
 	var rs []struct {
@@ -237,11 +236,9 @@ type wasmVM struct {
 	dataAddr, pathCluster, pathUsage uint32
 	// dataEnd is the heap mark after the data; evalHeap the one after the
 	// cached cluster and usage documents, where every decision starts.
-	dataEnd, evalHeap     uint32
-	cluster, usage        *document
-	clusterAddr, usageAdr uint32
-
-	ctx context.Context // the decision in progress, for builtins
+	dataEnd, evalHeap      uint32
+	cluster, usage         *document
+	clusterAddr, usageAddr uint32
 }
 
 type wasmBuiltin struct {
@@ -365,8 +362,6 @@ func (vm *wasmVM) exported(ctx context.Context, name string, out any) error {
 // eval decides one input and returns the result set as JSON. The returned
 // bytes live in the VM's memory until its next call.
 func (vm *wasmVM) eval(ctx context.Context, in wasmInput) ([]byte, error) {
-	vm.ctx = ctx
-	defer func() { vm.ctx = nil }()
 	if in.cluster != vm.cluster || in.usage != vm.usage {
 		if err := vm.cacheDocuments(ctx, in); err != nil {
 			return nil, err
@@ -379,7 +374,7 @@ func (vm *wasmVM) eval(ctx context.Context, in wasmInput) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("input: %w", err)
 	}
-	for _, link := range [][2]uint32{{vm.pathCluster, vm.clusterAddr}, {vm.pathUsage, vm.usageAdr}} {
+	for _, link := range [][2]uint32{{vm.pathCluster, vm.clusterAddr}, {vm.pathUsage, vm.usageAddr}} {
 		rc, err := vm.call(ctx, vm.addPath, uint64(input), uint64(link[0]), uint64(link[1]))
 		if err != nil {
 			return nil, err
@@ -430,7 +425,7 @@ func (vm *wasmVM) cacheDocuments(ctx context.Context, in wasmInput) error {
 	if vm.clusterAddr, err = vm.parse(ctx, cluster); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	if vm.usageAdr, err = vm.parse(ctx, usage); err != nil {
+	if vm.usageAddr, err = vm.parse(ctx, usage); err != nil {
 		return fmt.Errorf("usage: %w", err)
 	}
 	if vm.evalHeap, err = vm.call(ctx, vm.heapGet); err != nil {
@@ -485,18 +480,12 @@ func (vm *wasmVM) dump(ctx context.Context, dumper api.Function, addr uint32) ([
 func (vm *wasmVM) call(ctx context.Context, f api.Function, args ...uint64) (uint32, error) {
 	res, err := f.Call(ctx, args...)
 	if err != nil {
-		return 0, vm.callErr(err)
+		return 0, fmt.Errorf("wasm policy: %w", err)
 	}
 	if len(res) == 0 {
 		return 0, nil
 	}
 	return uint32(res[0]), nil
-}
-
-// callErr marks the VM broken: a trap leaves the module mid-update.
-func (vm *wasmVM) callErr(err error) error {
-	vm.broken = true
-	return fmt.Errorf("wasm policy: %w", err)
 }
 
 // abortError is opa_abort's message (a conflict between rules, say).
@@ -561,7 +550,7 @@ func (vm *wasmVM) builtin(ctx context.Context, id uint32, argAddrs []uint32) uin
 		}
 	}
 	bctx := topdown.BuiltinContext{
-		Context: vm.ctx,
+		Context: ctx,
 		Metrics: metrics.NoOp(),
 		Seed:    rand.Reader,
 		Time:    ast.NumberTerm(json.Number(strconv.FormatInt(time.Now().UnixNano(), 10))),
