@@ -106,6 +106,11 @@ var faults = []fault{
 // takes work again.
 func restartAgents(t *testing.T, p *plane) {
 	if code, _, raw, err := p.do("POST", "/v1/clusters/lab/restart", p.admin, "", nil); err != nil || code >= 300 {
+		// Seen once: 404 "cluster lab: not found" right after the self-play
+		// row. Say what became of the cluster workflow.
+		_, _, desc, _ := p.do("GET", "/v1/workflows/cluster%2Flab", p.admin, "", nil)
+		_, _, list, _ := p.do("GET", "/v1/workflows?limit=50", p.admin, "", nil)
+		t.Logf("cluster workflow: %s\nrecent workflows: %s", desc, list)
 		t.Fatalf("restart cluster: %d %s %v", code, raw, err)
 	}
 	poll(t, 2*time.Minute, "every node back", func() (bool, error) {
