@@ -36,9 +36,9 @@ import (
 // its memory and a few host functions from a module named "env", and
 // exports an evaluation context API. Each VM keeps the bundle's data and
 // the latest cluster and usage documents parsed in its memory below an
-// eval heap mark; a decision parses only the work (a few hundred bytes),
-// links the cached documents into its input and resets the heap to the
-// mark afterwards.
+// eval heap mark; a decision resets the heap to the mark, parses only the
+// work (a few hundred bytes) and links the cached documents into its
+// input.
 
 const (
 	// wasmEntrypoint is the one rule the module exports: everything a
