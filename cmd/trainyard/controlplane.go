@@ -107,6 +107,10 @@ func (a agentLaunch) launch(clusterName string, node spec.Node, secret string, h
 	return provision.AgentLaunch{Binary: bin, Args: args, Env: env}
 }
 
+// policyRefresh is how often a server or worker checks S3 for a policy
+// bundle pushed through another process.
+const policyRefresh = 15 * time.Second
+
 // startWorker runs the control-plane worker; placements use the params of
 // adm's bundle in force.
 func startWorker(c client.Client, store *objstore.Store, rt *plugins.Runtime, al agentLaunch, adm *admission.Service) (worker.Worker, error) {

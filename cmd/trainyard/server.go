@@ -68,6 +68,7 @@ func runServer(ctx context.Context, g *globals, o *serverOptions) error {
 	if err != nil {
 		return err
 	}
+	go adm.Watch(ctx, policyRefresh, log) // bundles pushed through another replica
 	srv := api.New(api.Deps{Temporal: tc, Namespace: o.temporal.Namespace, Tokens: tokens, Store: store, Logger: log,
 		Plugins: rt, PluginStore: pluginstore.New(store), Admission: adm,
 		Metrics: g.telemetry.Metrics, Ready: readyChecks(tc, store)})

@@ -48,12 +48,13 @@ func runWorker(ctx context.Context, g *globals, o *workerOptions) error {
 	}
 	o.agents.namespace = o.temporal.Namespace
 	o.agents.s3 = o.s3
-	// Placements use the bundle in force when the worker started: a push
-	// to a server reaches this worker at its next start.
+	// Placements use the params of the bundle in force, pushed through a
+	// server and picked up here within policyRefresh.
 	adm, err := admission.Open(ctx, store)
 	if err != nil {
 		return err
 	}
+	go adm.Watch(ctx, policyRefresh, log)
 	w, err := startWorker(tc, store, rt, o.agents, adm)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -40,6 +41,7 @@ type Service struct {
 
 	mu     sync.RWMutex
 	engine *policy.Engine
+	etag   string // of policies/current.json when engine was loaded or pushed
 	log    *policy.Log
 	recent []Submission // newest last; the "queue" a dry run replays
 }
@@ -53,7 +55,7 @@ type Submission struct {
 // Open loads the current bundle from S3, or the embedded default when none
 // was pushed yet.
 func Open(ctx context.Context, store *objstore.Store) (*Service, error) {
-	b, err := load(ctx, store)
+	b, etag, err := load(ctx, store)
 	if err != nil {
 		return nil, err
 	}
@@ -66,35 +68,96 @@ func Open(ctx context.Context, store *objstore.Store) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{store: store, decisions: counter, engine: e, log: policy.NewLog(1000)}, nil
+	return &Service{store: store, decisions: counter, engine: e, etag: etag, log: policy.NewLog(1000)}, nil
 }
 
 // Default is the embedded bundle.
 func Default() (policy.Bundle, error) { return policy.LoadFS(policies.FS) }
 
-func load(ctx context.Context, store *objstore.Store) (policy.Bundle, error) {
+// load reads the bundle in force and its ETag ("" for the default).
+func load(ctx context.Context, store *objstore.Store) (policy.Bundle, string, error) {
 	if store == nil {
-		return Default()
+		b, err := Default()
+		return b, "", err
 	}
 	obj, err := store.Client.GetObject(ctx, store.Bucket, currentKey, minio.GetObjectOptions{})
 	if err != nil {
-		return policy.Bundle{}, fmt.Errorf("load policies: %w", err)
+		return policy.Bundle{}, "", fmt.Errorf("load policies: %w", err)
 	}
 	defer obj.Close()
 	raw, err := io.ReadAll(obj)
 	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
-		return Default()
+		b, err := Default()
+		return b, "", err
 	}
 	if err != nil {
-		return policy.Bundle{}, fmt.Errorf("load policies: %w", err)
+		return policy.Bundle{}, "", fmt.Errorf("load policies: %w", err)
+	}
+	info, err := obj.Stat()
+	if err != nil {
+		return policy.Bundle{}, "", fmt.Errorf("load policies: %w", err)
 	}
 	var b policy.Bundle
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if err := dec.Decode(&b); err != nil {
-		return policy.Bundle{}, fmt.Errorf("load policies %s: %w", currentKey, err)
+		return policy.Bundle{}, "", fmt.Errorf("load policies %s: %w", currentKey, err)
 	}
-	return b, nil
+	return b, info.ETag, nil
+}
+
+// Refresh puts in force a bundle pushed through another process (a second
+// server replica; a separate worker places with its params): when
+// policies/current.json changed since this service loaded or pushed its
+// bundle, it is loaded and compiled. It reports whether the bundle changed.
+func (s *Service) Refresh(ctx context.Context) (bool, error) {
+	info, err := s.store.Client.StatObject(ctx, s.store.Bucket, currentKey, minio.StatObjectOptions{})
+	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("refresh policies: %w", err)
+	}
+	s.mu.RLock()
+	same := info.ETag == s.etag
+	s.mu.RUnlock()
+	if same {
+		return false, nil
+	}
+	b, etag, err := load(ctx, s.store)
+	if err != nil {
+		return false, err
+	}
+	e, err := policy.New(ctx, b)
+	if err != nil {
+		return false, fmt.Errorf("refresh policies: %w", err)
+	}
+	s.mu.Lock()
+	s.engine, s.etag = e, etag
+	s.mu.Unlock()
+	return true, nil
+}
+
+// Watch refreshes every interval until ctx ends, logging each change and
+// failure.
+func (s *Service) Watch(ctx context.Context, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		changed, err := s.Refresh(ctx)
+		switch {
+		case err != nil:
+			log.Warn("policy bundle refresh failed; the bundle in force stays", "err", err)
+		case changed:
+			e := s.Engine()
+			log.Info("policy bundle pushed elsewhere is now in force", "revision", e.Revision(), "evaluator", e.Evaluator())
+		}
+	}
 }
 
 // Current returns the bundle in force.
@@ -137,14 +200,17 @@ func (s *Service) Push(ctx context.Context, b policy.Bundle) (*policy.Engine, []
 	if err != nil {
 		return nil, results, err
 	}
+	var etag string
 	for _, key := range []string{historyDir + b.Revision() + ".json", currentKey} {
-		if _, err := s.store.Client.PutObject(ctx, s.store.Bucket, key, bytes.NewReader(raw), int64(len(raw)),
-			minio.PutObjectOptions{ContentType: "application/json"}); err != nil {
+		info, err := s.store.Client.PutObject(ctx, s.store.Bucket, key, bytes.NewReader(raw), int64(len(raw)),
+			minio.PutObjectOptions{ContentType: "application/json"})
+		if err != nil {
 			return nil, results, fmt.Errorf("store policies: %w", err)
 		}
+		etag = info.ETag
 	}
 	s.mu.Lock()
-	s.engine = e
+	s.engine, s.etag = e, etag
 	s.mu.Unlock()
 	return e, results, nil
 }
