@@ -2,9 +2,11 @@ package policy
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -268,4 +270,37 @@ deny contains {"rule": "role_limits", "reason": role_limits[r.name].label} if {
 		t.Fatal(err)
 	}
 	t.Log(e.Evaluator())
+}
+
+// TestWasmConcurrentDecisions: decisions from many goroutines at once (the
+// API's case) share the VM pool, each VM caching its own cluster and
+// usage documents, and still agree with the interpreter. Run under -race.
+func TestWasmConcurrentDecisions(t *testing.T) {
+	e, err := New(context.Background(), diffBundles(t)["preservation"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 9))
+			for range 40 {
+				in := genInput(r)
+				want, errT := e.decide(context.Background(), in, false)
+				got, errW := e.Decide(context.Background(), in)
+				if (errT == nil) != (errW == nil) || !reflect.DeepEqual(got, want) {
+					errs <- fmt.Errorf("goroutine %d: wasm %+v (%v), interpreter %+v (%v)", g, got, errW, want, errT)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }
