@@ -2,50 +2,19 @@ package admission
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/trainyard/trainyard/internal/embedded"
+	"github.com/trainyard/trainyard/internal/embedded/s3test"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/policy"
 )
 
-// store is a bucket on a real S3 server (the embedded one, on loopback),
-// started once: it embeds in-process once per process.
+// store is a bucket on a real S3 server (the embedded one, on loopback).
 var store *objstore.Store
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "admission-s3-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	creds, err := embedded.LoadOrCreateS3Credentials(filepath.Join(dir, "creds.json"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	srv, err := embedded.StartS3("127.0.0.1", 0, filepath.Join(dir, "data"), creds)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer srv.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	store, err = objstore.Open(ctx, objstore.Config{Endpoint: srv.Endpoint, Bucket: "admission-test", Insecure: true,
-		AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+func TestMain(m *testing.M) {
+	os.Exit(s3test.Main(m, "admission-test", func(s *objstore.Store, _ string) { store = s }))
 }
 
 // TestPushReachesOtherReplicas: a bundle pushed through one service (a

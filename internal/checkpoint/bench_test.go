@@ -21,7 +21,7 @@ const benchSize = 64 << 20
 // the embedded S3 pays a file create per object, so small chunks upload
 // slower while deduplicating better (BenchmarkSecondCheckpoint).
 func BenchmarkUpload(b *testing.B) {
-	src := filepath.Join(filepath.Dir(s3DataDr), "bench-src.bin")
+	src := filepath.Join(tmpDir, "bench-src.bin")
 	if err := os.WriteFile(src, randBytes(11, benchSize), 0o644); err != nil {
 		b.Fatal(err)
 	}

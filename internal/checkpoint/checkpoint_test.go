@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,52 +16,20 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/trainyard/trainyard/internal/embedded"
+	"github.com/trainyard/trainyard/internal/embedded/s3test"
 	"github.com/trainyard/trainyard/internal/objstore"
 )
 
 // One embedded gateway per process (versitygw keeps globals); every test
 // isolates itself with its own key prefix.
 var (
-	bucket   *objstore.Store
-	s3DataDr string
-	prefixN  atomic.Int64
+	bucket  *objstore.Store
+	tmpDir  string // on the same disk as the S3 server's data
+	prefixN atomic.Int64
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "checkpoint-s3-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	creds, err := embedded.LoadOrCreateS3Credentials(filepath.Join(dir, "creds.json"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	s3DataDr = filepath.Join(dir, "data")
-	srv, err := embedded.StartS3("127.0.0.1", 0, s3DataDr, creds)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer srv.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	bucket, err = objstore.Open(ctx, objstore.Config{
-		Endpoint: srv.Endpoint, Bucket: "ckpt-test", Insecure: true,
-		AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey,
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(s3test.Main(m, "ckpt-test", func(s *objstore.Store, dir string) { bucket, tmpDir = s, dir }))
 }
 
 const testChunk = 64 << 10

@@ -19,7 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/trainyard/trainyard/internal/checkpoint"
-	"github.com/trainyard/trainyard/internal/embedded"
+	"github.com/trainyard/trainyard/internal/embedded/s3test"
 	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/inference/inferencetest"
 	"github.com/trainyard/trainyard/internal/objstore"
@@ -40,7 +40,7 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "rollout-s3-")
+	dir, err := os.MkdirTemp("", "rollout-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -60,26 +60,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	cacheDir = filepath.Join(root, ".cache", "wazero")
-	creds, err := embedded.LoadOrCreateS3Credentials(filepath.Join(dir, "creds.json"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	srv, err := embedded.StartS3("127.0.0.1", 0, filepath.Join(dir, "data"), creds)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer srv.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	bucket, err = objstore.Open(ctx, objstore.Config{Endpoint: srv.Endpoint, Bucket: "weights", Insecure: true,
-		AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	return s3test.Main(m, "weights", func(s *objstore.Store, _ string) { bucket = s })
 }
 
 // osThreads is the process's OS thread count.

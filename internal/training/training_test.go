@@ -9,10 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/trainyard/trainyard/internal/checkpoint"
-	"github.com/trainyard/trainyard/internal/embedded"
+	"github.com/trainyard/trainyard/internal/embedded/s3test"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/ppo"
@@ -50,31 +49,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		dir, err := os.MkdirTemp("", "training-s3-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		creds, err := embedded.LoadOrCreateS3Credentials(filepath.Join(dir, "creds.json"))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		srv, err := embedded.StartS3("127.0.0.1", 0, filepath.Join(dir, "data"), creds)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer srv.Stop()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if bucket, err = objstore.Open(ctx, objstore.Config{Endpoint: srv.Endpoint, Bucket: "training-test", Insecure: true,
-			AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey}); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		return m.Run()
+		return s3test.Main(m, "training-test", func(s *objstore.Store, _ string) { bucket = s })
 	}())
 }
 

@@ -1,7 +1,6 @@
 package weightsync
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -11,44 +10,17 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/trainyard/trainyard/internal/checkpoint"
-	"github.com/trainyard/trainyard/internal/embedded"
+	"github.com/trainyard/trainyard/internal/embedded/s3test"
 	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/objstore"
 )
 
 var bucket *objstore.Store
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "weightsync-s3-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	creds, err := embedded.LoadOrCreateS3Credentials(filepath.Join(dir, "creds.json"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	srv, err := embedded.StartS3("127.0.0.1", 0, filepath.Join(dir, "data"), creds)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer srv.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if bucket, err = objstore.Open(ctx, objstore.Config{Endpoint: srv.Endpoint, Bucket: "weights", Insecure: true,
-		AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+func TestMain(m *testing.M) {
+	os.Exit(s3test.Main(m, "weights", func(s *objstore.Store, _ string) { bucket = s }))
 }
 
 // reloads is a loopback server playing the reload APIs of each type.
