@@ -46,6 +46,10 @@ type Settings struct {
 	DrainTimeout time.Duration `json:"drain_timeout"`
 	// JoinSecret authenticates agents' heartbeats.
 	JoinSecret string `json:"join_secret"`
+	// HistoryLimit is the history length at which the workflow continues as
+	// new (default 4000, well before Temporal's limits: heartbeats add one
+	// event per node every few seconds).
+	HistoryLimit int `json:"history_limit,omitempty"`
 }
 
 func (s Settings) withDefaults() Settings {
@@ -57,6 +61,9 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.DrainTimeout <= 0 {
 		s.DrainTimeout = 2 * time.Minute
+	}
+	if s.HistoryLimit <= 0 {
+		s.HistoryLimit = 4000
 	}
 	return s
 }

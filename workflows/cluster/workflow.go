@@ -19,10 +19,6 @@ import (
 // maxEvents bounds the event log kept in state.
 const maxEvents = 50
 
-// historyLimit triggers continue-as-new well before Temporal's limits:
-// heartbeats add one event per node every few seconds.
-const historyLimit = 4000
-
 // Workflow owns one cluster until it is brought down and stays down.
 func Workflow(ctx workflow.Context, st State) error {
 	st.Settings = st.Settings.withDefaults()
@@ -108,9 +104,12 @@ func Workflow(ctx workflow.Context, st State) error {
 			c.event(workflow.Now(ctx), "cluster is down; workflow completes")
 			return nil
 		}
-		if !running && workflow.GetInfo(ctx).GetCurrentHistoryLength() > historyLimit {
+		if !running && workflow.GetInfo(ctx).GetCurrentHistoryLength() > st.Settings.HistoryLimit {
 			drain(ctx, commands, beats, releases, c)
-			return workflow.NewContinueAsNewError(ctx, Workflow, st)
+			// By name: the SDK resolves a function to its short name,
+			// "Workflow", which every workflow package shares, so passing
+			// Workflow continued as whichever was registered last (Sweep).
+			return workflow.NewContinueAsNewError(ctx, Name, st)
 		}
 	}
 }
