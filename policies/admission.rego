@@ -47,27 +47,32 @@ board := split(input.work.config, "_")[0] if {
 }
 
 # Reserved GPUs, as "node:index" strings: the explicit list plus the lowest
-# reserved_per_node indices of every GPU node.
+# reserved_per_node indices of every GPU node. The cluster summary lists
+# every GPU with its key and its rank on its node (Go builds it once per
+# fleet state); which of them are reserved is decided here.
 reserved_gpus contains key if {
 	params.gpu_preservation.enabled
 	some key in params.gpu_preservation.reserved
 }
 
-reserved_gpus contains sprintf("%s:%d", [node.name, idx]) if {
+reserved_gpus contains d.key if {
 	params.gpu_preservation.enabled
 	n := object.get(params.gpu_preservation, "reserved_per_node", 0)
 	n > 0
-	some node in input.cluster.nodes
-	indices := sort([g.index | some g in object.get(node, "gpus", [])])
-	some i, idx in indices
-	i < n
+	some d in input.cluster.summary.devices
+	d.rank < n
 }
 
 # The enabled check first: with preservation off no key is built.
 reserved(node_name, idx) if {
 	params.gpu_preservation.enabled
-	sprintf("%s:%d", [node_name, idx]) in reserved_gpus
+	gpu_key(node_name, idx) in reserved_gpus
 }
+
+# gpu_key is "node:index". Built with concat and format_int rather than
+# sprintf: those run inside the compiled Wasm module, where sprintf is a
+# call out to the host.
+gpu_key(node_name, idx) := concat(":", [node_name, format_int(idx, 10)])
 
 # Largest GPU that is not reserved for inference. Without preservation it
 # is the Go-side summary; with it, the unreserved GPUs are listed here, since
@@ -77,10 +82,9 @@ largest_free_vram := input.cluster.summary.max_gpu_vram_mb if {
 } else := max(array.concat(free_vram, [0]))
 
 # VRAM of every unreserved GPU (only with preservation on).
-free_vram := [g.vram_mb |
-	some node in input.cluster.nodes
-	some g in object.get(node, "gpus", [])
-	not sprintf("%s:%d", [node.name, g.index]) in reserved_gpus
+free_vram := [d.vram_mb |
+	some d in input.cluster.summary.devices
+	not d.key in reserved_gpus
 ] if params.gpu_preservation.enabled
 
 nodes_by_name[node.name] := node if some node in input.cluster.nodes

@@ -29,7 +29,7 @@ deny contains {
 	input.work.plugin_capabilities
 	plugin_caps := {c | some c in input.work.plugin_capabilities}
 	some name in object.get(object.get(input.work, "capabilities", {}), "http", [])
-	not sprintf("http:%s", [name]) in plugin_caps
+	not concat(":", ["http", name]) in plugin_caps
 }
 
 deny contains {
@@ -55,14 +55,12 @@ deny contains {
 }
 
 # GPUs serving an endpoint: the lowest `gpus` indices of each of its nodes.
-reserved_gpus contains sprintf("%s:%d", [node.name, idx]) if {
+reserved_gpus contains d.key if {
 	params.gpu_preservation.enabled
 	some ep in object.get(input.cluster, "endpoints", [])
 	n := object.get(ep, "gpus", 0)
 	n > 0
-	some name in ep.nodes
-	node := nodes_by_name[name]
-	indices := sort([g.index | some g in object.get(node, "gpus", [])])
-	some i, idx in indices
-	i < n
+	some d in input.cluster.summary.devices
+	d.node in ep.nodes
+	d.rank < n
 }

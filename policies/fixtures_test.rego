@@ -22,10 +22,18 @@ cluster(nodes) := {"nodes": nodes, "summary": {
 	"gpus": count(vrams),
 	"shapes": [{"cpus": s[0], "memory_mb": s[1]} | some s in sort(maximal)],
 	"providers": sort({n.provider | some n in nodes; n.provider != ""}),
+	"devices": [device(n, g, gs) | some n in nodes; gs := object.get(n, "gpus", []); some g in gs],
 }} if {
 	vrams := [g.vram_mb | some n in nodes; some g in object.get(n, "gpus", [])]
 	shapes := {[n.cpus, n.memory_mb] | some n in nodes}
 	maximal := {s | some s in shapes; not dominated(s, shapes)}
+}
+
+device(n, g, gs) := {
+	"key": concat(":", [n.name, format_int(g.index, 10)]),
+	"node": n.name,
+	"vram_mb": g.vram_mb,
+	"rank": count([o | some o in gs; o.index < g.index]),
 }
 
 # dominated: another shape has at least as many CPUs and as much memory.

@@ -29,8 +29,21 @@ import (
 //	fleet-changed    every decision sees a fleet whose usage changed, so
 //	                 the cluster document is rebuilt (and, for wasm,
 //	                 parsed into the module) each time
+//	gpu-preservation fleet unchanged, with seed 000's GPU preservation on
+//	                 (one GPU per node reserved for inference): the policy
+//	                 works out the unreserved GPUs each decision, and the
+//	                 self-play submission is denied (self-play is CPU-only)
 func BenchmarkDecide(b *testing.B) {
 	e := loadEngine(b)
+	pb, err := LoadDir(policiesDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pb.Data = withParam(b, pb.Data, "gpu_preservation", map[string]any{"enabled": true, "reserved_per_node": 1, "cpu_only_roles": []string{"rollout_worker", "selfplay"}})
+	preserving, err := New(context.Background(), pb)
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx := context.Background()
 	fleet := seed002Fleet()
 	now := time.Date(2025, 12, 26, 12, 0, 0, 0, time.UTC)
@@ -51,8 +64,16 @@ func BenchmarkDecide(b *testing.B) {
 	for _, run := range []struct {
 		evaluator string
 		mode      string
-	}{{"wasm", "fleet-unchanged"}, {"topdown", "fleet-unchanged"}, {"wasm", "fleet-changed"}, {"topdown", "fleet-changed"}} {
+	}{
+		{"wasm", "fleet-unchanged"}, {"topdown", "fleet-unchanged"},
+		{"wasm", "fleet-changed"}, {"topdown", "fleet-changed"},
+		{"wasm", "gpu-preservation"}, {"topdown", "gpu-preservation"},
+	} {
 		mode, useWasm := run.mode, run.evaluator == "wasm"
+		e := e
+		if mode == "gpu-preservation" {
+			e = preserving
+		}
 		b.Run(run.evaluator+"/"+mode, func(b *testing.B) {
 			cluster := ClusterInput(fleet)
 			lat := make([]time.Duration, 0, 1<<16)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 )
@@ -144,6 +145,8 @@ func stringsOrNull(xs []string) *ast.Term {
 //	                 memory, as {cpus, memory_mb}, fewest CPUs first: a role
 //	                 that fits some node fits one of these
 //	providers        distinct non-empty providers, sorted
+//	devices          every GPU as {key, node, vram_mb, rank}, in
+//	                 node order (see device)
 //
 // It only condenses the nodes; everything that depends on policy data
 // (reserved GPUs, capacity share, tiers) stays in Rego. fixtures_test.rego
@@ -153,6 +156,17 @@ type summary struct {
 	GPUs         int      `json:"gpus"`
 	Shapes       []shape  `json:"shapes"`
 	Providers    []string `json:"providers"`
+	Devices      []device `json:"devices"`
+}
+
+// device is one GPU of the cluster. Key is "node:index", the form
+// gpu_preservation.reserved lists; Rank counts the node's GPUs with a lower
+// index, so reserving the lowest N per node is rank < N.
+type device struct {
+	Key    string `json:"key"`
+	Node   string `json:"node"`
+	VRAMMB int    `json:"vram_mb"`
+	Rank   int    `json:"rank"`
 }
 
 type shape struct {
@@ -161,12 +175,21 @@ type shape struct {
 }
 
 func summarize(nodes []Node) summary {
-	s := summary{Shapes: paretoShapes(nodes), Providers: make([]string, 0, 4)}
+	s := summary{Shapes: paretoShapes(nodes), Providers: make([]string, 0, 4), Devices: []device{}}
 	for _, n := range nodes {
 		for _, g := range n.GPUs {
 			s.MaxGPUVRAMMB = max(s.MaxGPUVRAMMB, g.VRAMMB)
 		}
 		s.GPUs += len(n.GPUs)
+		for _, g := range n.GPUs {
+			rank := 0
+			for _, o := range n.GPUs {
+				if o.Index < g.Index {
+					rank++
+				}
+			}
+			s.Devices = append(s.Devices, device{Key: n.Name + ":" + strconv.Itoa(g.Index), Node: n.Name, VRAMMB: g.VRAMMB, Rank: rank})
+		}
 		if n.Provider != "" && !slices.Contains(s.Providers, n.Provider) {
 			s.Providers = append(s.Providers, n.Provider)
 		}
@@ -189,7 +212,21 @@ func summaryTerm(nodes []Node) *ast.Term {
 		[2]*ast.Term{key("gpus"), intTerm(s.GPUs)},
 		[2]*ast.Term{key("shapes"), ast.ArrayTerm(shapes...)},
 		[2]*ast.Term{key("providers"), stringsTerm(s.Providers)},
+		[2]*ast.Term{key("devices"), devicesTerm(s.Devices)},
 	)
+}
+
+func devicesTerm(ds []device) *ast.Term {
+	ts := make([]*ast.Term, len(ds))
+	for i, d := range ds {
+		ts[i] = ast.ObjectTerm(
+			[2]*ast.Term{key("key"), ast.StringTerm(d.Key)},
+			[2]*ast.Term{key("node"), ast.StringTerm(d.Node)},
+			[2]*ast.Term{key("vram_mb"), intTerm(d.VRAMMB)},
+			[2]*ast.Term{key("rank"), intTerm(d.Rank)},
+		)
+	}
+	return ast.ArrayTerm(ts...)
 }
 
 // paretoShapes keeps the Pareto-maximal (CPUs, memory) node capacities,
@@ -326,7 +363,7 @@ var keyTerms = func() map[string]*ast.Term {
 		"id", "kind", "config", "board", "priority", "waiting_seconds", "roles", "providers", "prefer", "avoid",
 		"name", "count", "cpus", "gpus", "memory_mb", "min_vram_mb",
 		"nodes", "summary", "provider", "ephemeral", "used", "index", "vram_mb",
-		"max_gpu_vram_mb", "shapes",
+		"max_gpu_vram_mb", "shapes", "devices", "key", "rank",
 		"tier1_capacity_seconds", "tier1_gpu_seconds_by_config", "tier1_share_by_config", "running_training_by_config",
 		"node", "role", "share",
 	} {
