@@ -116,7 +116,7 @@ func TestBYOTrainerLearnsPromptStyle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close(context.Background())
-	mod, err := rt.LoadGranted(ctx, arithmetic, plugins.LoadOptions{Limits: plugins.Limits{PoolSize: 32}},
+	mod, err := rt.LoadGranted(ctx, arithmetic, plugins.LoadOptions{Limits: plugins.Limits{InitTimeout: slowInit, PoolSize: 32}},
 		plugins.Grants{HTTP: plugins.NewHTTPGrant("byo-run", map[string]*inference.Client{"llm": llm}, plugins.HTTPLimits{})})
 	if err != nil {
 		t.Fatal(err)
