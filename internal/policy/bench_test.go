@@ -34,16 +34,7 @@ import (
 //	                 works out the unreserved GPUs each decision, and the
 //	                 self-play submission is denied (self-play is CPU-only)
 func BenchmarkDecide(b *testing.B) {
-	e := loadEngine(b)
-	pb, err := LoadDir(policiesDir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pb.Data = withParam(b, pb.Data, "gpu_preservation", map[string]any{"enabled": true, "reserved_per_node": 1, "cpu_only_roles": []string{"rollout_worker", "selfplay"}})
-	preserving, err := New(context.Background(), pb)
-	if err != nil {
-		b.Fatal(err)
-	}
+	e, preserving := loadEngine(b), loadPreservingEngine(b)
 	ctx := context.Background()
 	fleet := seed002Fleet()
 	now := time.Date(2025, 12, 26, 12, 0, 0, 0, time.UTC)

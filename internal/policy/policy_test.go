@@ -88,6 +88,23 @@ func TestRunTestsReportsFailuresAndErrors(t *testing.T) {
 }
 
 // withParam copies data with trainyard.params[key] = v.
+// loadPreservingEngine loads the shipped bundle with seed 000's GPU
+// preservation on: one GPU per node (all six g5 GPUs there) kept for LLM
+// inference, rollout workers and self-play CPU-only.
+func loadPreservingEngine(t testing.TB) *Engine {
+	t.Helper()
+	b, err := LoadDir(policiesDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Data = withParam(t, b.Data, "gpu_preservation", map[string]any{"enabled": true, "reserved_per_node": 1, "cpu_only_roles": []string{"rollout_worker", "selfplay"}})
+	e, err := New(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 func withParam(t testing.TB, data map[string]any, key string, v any) map[string]any {
 	t.Helper()
 	d, err := roundTrip(data)
@@ -255,16 +272,7 @@ roles:
 // TestSeed000AdmitsAndPlaces: admission, placement with the policy's own
 // params, then the placement checked by the policy again.
 func TestSeed000AdmitsAndPlaces(t *testing.T) {
-	b, err := LoadDir(policiesDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Seed 000 keeps all six GPUs for LLM inference.
-	b.Data = withParam(t, b.Data, "gpu_preservation", map[string]any{"enabled": true, "reserved_per_node": 1, "cpu_only_roles": []string{"rollout_worker", "selfplay"}})
-	e, err := New(context.Background(), b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := loadPreservingEngine(t)
 	var pool []scheduler.Node
 	for i := 1; i <= 6; i++ {
 		pool = append(pool, fleetNode(fmt.Sprintf("g5-%d", i), "aws", false, 7.5, 30, 23028))
