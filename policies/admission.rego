@@ -3,7 +3,7 @@
 # The rule files beside this one (gpu_preservation, capacity, tiers, quotas,
 # providers) add to `deny`. Input is pre-aggregated by the Go side (usage
 # totals, per-node used resources, and input.cluster.summary: largest GPU,
-# GPU count, node shapes, providers, every GPU as {key, node, vram_mb, rank}),
+# GPU count, node shapes, providers, every GPU as {key, vram_mb, rank}),
 # see internal/policy; rules that run on every submission read those instead
 # of scanning every node and GPU.
 package trainyard.admission

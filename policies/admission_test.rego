@@ -22,10 +22,10 @@ test_cluster_summary if {
 		"shapes": [{"cpus": 32, "memory_mb": 256000}, {"cpus": 64, "memory_mb": 128000}],
 		"providers": ["aws", "nebius", "runpod", "vast"],
 		"devices": [
-			{"key": "runpod-h100:0", "node": "runpod-h100", "vram_mb": 81559, "rank": 0},
-			{"key": "nebius-l40s:0", "node": "nebius-l40s", "vram_mb": 46068, "rank": 0},
-			{"key": "vast-3060:0", "node": "vast-3060", "vram_mb": 12288, "rank": 0},
-			{"key": "g5-1:0", "node": "g5-1", "vram_mb": 23028, "rank": 0},
+			{"key": "runpod-h100:0", "vram_mb": 81559, "rank": 0},
+			{"key": "nebius-l40s:0", "vram_mb": 46068, "rank": 0},
+			{"key": "vast-3060:0", "vram_mb": 12288, "rank": 0},
+			{"key": "g5-1:0", "vram_mb": 23028, "rank": 0},
 		],
 	}
 	s := cluster([h100, {"name": "fat", "cpus": 8, "memory_mb": 512000}]).summary.shapes

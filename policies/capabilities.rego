@@ -55,12 +55,13 @@ deny contains {
 }
 
 # GPUs serving an endpoint: the lowest `gpus` indices of each of its nodes.
-reserved_gpus contains d.key if {
+reserved_gpus contains gpu_key(name, idx) if {
 	params.gpu_preservation.enabled
 	some ep in object.get(input.cluster, "endpoints", [])
 	n := object.get(ep, "gpus", 0)
 	n > 0
-	some d in input.cluster.summary.devices
-	d.node in ep.nodes
-	d.rank < n
+	some name in ep.nodes
+	indices := sort([g.index | some g in object.get(nodes_by_name[name], "gpus", [])])
+	some i, idx in indices
+	i < n
 }

@@ -31,7 +31,6 @@ cluster(nodes) := {"nodes": nodes, "summary": {
 
 device(n, g, gs) := {
 	"key": concat(":", [n.name, format_int(g.index, 10)]),
-	"node": n.name,
 	"vram_mb": g.vram_mb,
 	"rank": count([o | some o in gs; o.index < g.index]),
 }

@@ -47,6 +47,12 @@ func TestValueMatchesJSON(t *testing.T) {
 		{"empty", Input{}, nil},
 		{"no roles", Input{Work: Work{ID: "x", Roles: []Role{}}, Cluster: Cluster{Nodes: []Node{}}}, nil},
 		{"no capacity", Input{Usage: Usage{Tier1GPUSecondsByConfig: map[string]float64{"x": 3}}}, nil},
+		// Strings the cluster's hand-written JSON must escape, and floats
+		// at the edges of encoding/json's notations.
+		{"escapes and floats", Input{Cluster: Cluster{Nodes: []Node{
+			{Name: `a"b\c`, Provider: "prövider", CPUs: 1e-7, MemoryMB: 1 << 40, GPUs: []GPU{{Index: 3, VRAMMB: 1}, {Index: 1, VRAMMB: 2}}, Used: Used{CPUs: 0.1}},
+			{Name: "<tab\t>\u2028\x01", CPUs: 1e21, Used: Used{CPUs: 123456.789, MemoryMB: -1}},
+		}, Endpoints: []Endpoint{{Name: "ep\n", Nodes: []string{`a"b\c`}}, {Name: "none"}}}}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
