@@ -176,11 +176,9 @@ type shape struct {
 func summarize(nodes []Node) summary {
 	s := summary{Shapes: paretoShapes(nodes), Providers: make([]string, 0, 4), Devices: []device{}}
 	for _, n := range nodes {
-		for _, g := range n.GPUs {
-			s.MaxGPUVRAMMB = max(s.MaxGPUVRAMMB, g.VRAMMB)
-		}
 		s.GPUs += len(n.GPUs)
 		for _, g := range n.GPUs {
+			s.MaxGPUVRAMMB = max(s.MaxGPUVRAMMB, g.VRAMMB)
 			rank := 0
 			for _, o := range n.GPUs {
 				if o.Index < g.Index {
