@@ -10,7 +10,9 @@ $(OPA):
 	@mkdir -p $(CACHE)/bin
 	GOBIN=$(CACHE)/bin $(GO) install github.com/open-policy-agent/opa@$(OPA_VERSION)
 
+# Formatting first: reviewers read policy diffs, so they stay `opa fmt` clean.
 policy-test: $(OPA)
+	$(OPA) fmt --list --fail policies/
 	$(OPA) test policies/ -v
 
 TEST_DEPS += policy-test

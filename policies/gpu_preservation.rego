@@ -34,6 +34,7 @@ deny contains {
 } if {
 	params.gpu_preservation.enabled
 	needed := sum([n | some r in input.work.roles; r.gpus > 0; n := r.count * ceil(r.gpus)])
+
 	# CPU-only work (most of it, with preservation on) skips free_vram.
 	needed > 0
 	needed > count(free_vram)
