@@ -160,15 +160,15 @@ func checkInput(in *Input) error {
 	if err := checkFinite(in); err != nil {
 		return err
 	}
-	if s, ok := firstInvalidUTF8(in); !ok {
+	if s := firstInvalidUTF8(in); s != "" {
 		return fmt.Errorf("string %q is not valid UTF-8", s)
 	}
 	return nil
 }
 
-// firstInvalidUTF8 reports the first string of the input that is not
-// valid UTF-8 (ok false), if any.
-func firstInvalidUTF8(in *Input) (string, bool) {
+// firstInvalidUTF8 returns the first string of the input that is not
+// valid UTF-8, or "" (which is valid) when there is none.
+func firstInvalidUTF8(in *Input) string {
 	var bad string
 	check := func(ss ...string) {
 		for _, s := range ss {
@@ -206,7 +206,7 @@ func firstInvalidUTF8(in *Input) (string, bool) {
 	for _, p := range in.Placement {
 		check(p.Node, p.Role)
 	}
-	return bad, bad == ""
+	return bad
 }
 
 // checkFinite refuses NaN and infinite numbers, which JSON cannot carry

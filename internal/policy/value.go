@@ -342,76 +342,48 @@ type usageDoc struct {
 func clusterJSON(c Cluster) ([]byte, error) {
 	b := make([]byte, 0, 384*len(c.Nodes)+512) // ~280 bytes a GPU node on seed 002
 	b = append(b, `{"nodes":`...)
-	if c.Nodes == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, n := range c.Nodes {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendNodeJSON(b, &n)
-		}
-		b = append(b, ']')
-	}
+	b = appendJSONArray(b, c.Nodes, c.Nodes == nil, appendNodeJSON)
 	s := summarize(c.Nodes)
 	b = append(b, `,"summary":{"max_gpu_vram_mb":`...)
 	b = strconv.AppendInt(b, int64(s.MaxGPUVRAMMB), 10)
 	b = append(b, `,"gpus":`...)
 	b = strconv.AppendInt(b, int64(s.GPUs), 10)
-	b = append(b, `,"shapes":[`...)
-	for i, sh := range s.Shapes {
-		if i > 0 {
-			b = append(b, ',')
-		}
+	b = append(b, `,"shapes":`...)
+	b = appendJSONArray(b, s.Shapes, false, func(b []byte, sh shape) []byte {
 		b = append(b, `{"cpus":`...)
 		b = appendJSONFloat(b, sh.CPUs)
 		b = append(b, `,"memory_mb":`...)
-		b = strconv.AppendInt(b, sh.MemoryMB, 10)
-		b = append(b, '}')
-	}
-	b = append(b, `],"providers":`...)
-	b = appendJSONStrings(b, s.Providers)
-	b = append(b, `,"devices":[`...)
-	for i, d := range s.Devices {
-		if i > 0 {
-			b = append(b, ',')
-		}
+		return append(strconv.AppendInt(b, sh.MemoryMB, 10), '}')
+	})
+	b = append(b, `,"providers":`...)
+	b = appendJSONArray(b, s.Providers, false, appendJSONString)
+	b = append(b, `,"devices":`...)
+	b = appendJSONArray(b, s.Devices, false, func(b []byte, d device) []byte {
 		b = append(b, `{"key":`...)
 		b = appendJSONString(b, d.Key)
 		b = append(b, `,"vram_mb":`...)
 		b = strconv.AppendInt(b, int64(d.VRAMMB), 10)
 		b = append(b, `,"rank":`...)
-		b = strconv.AppendInt(b, int64(d.Rank), 10)
-		b = append(b, '}')
-	}
-	b = append(b, "]}"...)
+		return append(strconv.AppendInt(b, int64(d.Rank), 10), '}')
+	})
+	b = append(b, '}')
 	if len(c.Endpoints) > 0 {
-		b = append(b, `,"endpoints":[`...)
-		for i, e := range c.Endpoints {
-			if i > 0 {
-				b = append(b, ',')
-			}
+		b = append(b, `,"endpoints":`...)
+		b = appendJSONArray(b, c.Endpoints, false, func(b []byte, e Endpoint) []byte {
 			b = append(b, `{"name":`...)
 			b = appendJSONString(b, e.Name)
 			b = append(b, `,"nodes":`...)
-			if e.Nodes == nil {
-				b = append(b, "null"...)
-			} else {
-				b = appendJSONStrings(b, e.Nodes)
-			}
+			b = appendJSONArray(b, e.Nodes, e.Nodes == nil, appendJSONString)
 			b = append(b, `,"gpus":`...)
-			b = strconv.AppendInt(b, int64(e.GPUs), 10)
-			b = append(b, '}')
-		}
-		b = append(b, ']')
+			return append(strconv.AppendInt(b, int64(e.GPUs), 10), '}')
+		})
 	}
 	return append(b, '}'), nil
 }
 
 // appendNodeJSON writes a Node as encoding/json would (same fields and
 // omitempty rules).
-func appendNodeJSON(b []byte, n *Node) []byte {
+func appendNodeJSON(b []byte, n Node) []byte {
 	b = append(b, `{"name":`...)
 	b = appendJSONString(b, n.Name)
 	if n.Provider != "" {
@@ -426,18 +398,13 @@ func appendNodeJSON(b []byte, n *Node) []byte {
 	b = append(b, `,"memory_mb":`...)
 	b = strconv.AppendInt(b, n.MemoryMB, 10)
 	if len(n.GPUs) > 0 {
-		b = append(b, `,"gpus":[`...)
-		for i, g := range n.GPUs {
-			if i > 0 {
-				b = append(b, ',')
-			}
+		b = append(b, `,"gpus":`...)
+		b = appendJSONArray(b, n.GPUs, false, func(b []byte, g GPU) []byte {
 			b = append(b, `{"index":`...)
 			b = strconv.AppendInt(b, int64(g.Index), 10)
 			b = append(b, `,"vram_mb":`...)
-			b = strconv.AppendInt(b, int64(g.VRAMMB), 10)
-			b = append(b, '}')
-		}
-		b = append(b, ']')
+			return append(strconv.AppendInt(b, int64(g.VRAMMB), 10), '}')
+		})
 	}
 	b = append(b, `,"used":{"cpus":`...)
 	b = appendJSONFloat(b, n.Used.CPUs)
@@ -446,13 +413,18 @@ func appendNodeJSON(b []byte, n *Node) []byte {
 	return append(b, "}}"...)
 }
 
-func appendJSONStrings(b []byte, xs []string) []byte {
+// appendJSONArray writes xs as a JSON array (null when null is set, as
+// encoding/json writes a nil slice), each element by elem.
+func appendJSONArray[T any](b []byte, xs []T, null bool, elem func([]byte, T) []byte) []byte {
+	if null {
+		return append(b, "null"...)
+	}
 	b = append(b, '[')
 	for i, x := range xs {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, x)
+		b = elem(b, x)
 	}
 	return append(b, ']')
 }
