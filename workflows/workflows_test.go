@@ -2,9 +2,6 @@ package workflows_test
 
 import (
 	"context"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,8 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/trainyard/trainyard/internal/embedded"
-	"github.com/trainyard/trainyard/internal/temporalx"
+	"github.com/trainyard/trainyard/internal/embedded/temporaltest"
 	"github.com/trainyard/trainyard/workflows"
 	"github.com/trainyard/trainyard/workflows/cluster"
 )
@@ -25,21 +21,7 @@ import (
 func TestClusterContinuesAsNewAsACluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	tsrv, err := embedded.StartTemporal(embedded.TemporalOptions{
-		DatabaseFile: filepath.Join(dir, "temporal.db"), Namespaces: []string{"default"},
-		DynamicConfig: embedded.DefaultDynamicConfig(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tsrv.Stop() }()
-	tc, err := temporalx.Dial(ctx, temporalx.Options{Address: tsrv.Address, Namespace: "default",
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tc.Close()
+	tc := temporaltest.Start(t, nil)
 	w := worker.New(tc, workflows.ControlTaskQueue, worker.Options{})
 	workflows.Register(w, workflows.Deps{Client: tc})
 	if err := w.Start(); err != nil {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
@@ -30,13 +29,13 @@ import (
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/embedded"
+	"github.com/trainyard/trainyard/internal/embedded/temporaltest"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/provision"
 	"github.com/trainyard/trainyard/internal/provision/static"
 	"github.com/trainyard/trainyard/internal/resources"
 	"github.com/trainyard/trainyard/internal/telemetry"
-	"github.com/trainyard/trainyard/internal/temporalx"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/plugins/plugintest"
@@ -96,23 +95,9 @@ func TestTrainingRunIsOneTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s3.Stop()
-	tsrv, err := embedded.StartTemporal(embedded.TemporalOptions{
-		DatabaseFile: filepath.Join(dir, "temporal.db"), Namespaces: []string{"default"},
-		SearchAttributes: map[string]enumspb.IndexedValueType{pluginrun.SearchAttribute.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST},
-		DynamicConfig:    embedded.DefaultDynamicConfig(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tsrv.Stop() }()
 	// The one way every trainyard process dials Temporal: the tracing
 	// interceptor comes with it, and workers inherit it from the client.
-	tc, err := temporalx.Dial(ctx, temporalx.Options{Address: tsrv.Address, Namespace: "default",
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tc.Close()
+	tc := temporaltest.Start(t, map[string]enumspb.IndexedValueType{pluginrun.SearchAttribute.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST})
 	store, err := objstore.Open(ctx, objstore.Config{Endpoint: s3.Endpoint, Bucket: "trainyard", Insecure: true,
 		AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey})
 	if err != nil {
