@@ -22,9 +22,16 @@ run: build
 
 # The one test command (README, .ci/run). Fragments in mk/ add prerequisites
 # through TEST_DEPS (e.g. compiled plugins, the OPA CLI).
+# A failure's own lines are repeated at the end (CI shows the tail of a
+# long log); the whole log is in .cache/test.log.
 test: $(TEST_DEPS)
 	@$(MAKE) --no-print-directory lint
-	$(GO) test -race -timeout 60m ./...
+	@mkdir -p $(CACHE)
+	@echo "$(GO) test -race -timeout 60m ./...  (log: $(CACHE)/test.log)"
+	@$(GO) test -race -timeout 60m ./... 2>&1 | tee $(CACHE)/test.log; rc=$${PIPESTATUS[0]}; \
+	  if [ $$rc -ne 0 ]; then echo "--- failures (from $(CACHE)/test.log):"; \
+	    grep -aE '^(--- FAIL|FAIL|panic:)|^ +[A-Za-z0-9_]+\.go:[0-9]+: ' $(CACHE)/test.log | tail -60; fi; \
+	  exit $$rc
 
 bench: $(BENCH_DEPS)
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...

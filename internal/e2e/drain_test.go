@@ -103,8 +103,12 @@ nodes:
 		})
 		rs := r.Progress.Restores[len(r.Progress.Restores)-1]
 		if r.Progress.Failures != 0 || rs.Node == node || rs.Iteration < seen {
-			t.Fatalf("%s on %s at iteration %d: want a move with nothing redone, got restore %+v, failures %d, reason %q",
-				how, node, seen, rs, r.Progress.Failures, r.Progress.Reason)
+			var st struct {
+				Events []string `json:"events"`
+			}
+			dev.call("GET", "/v1/clusters/lab", dev.admin, nil, &st)
+			t.Fatalf("%s on %s at iteration %d: want a move with nothing redone, got restores %+v, failures %d, reason %q; cluster events %q",
+				how, node, seen, r.Progress.Restores, r.Progress.Failures, r.Progress.Reason, st.Events[max(len(st.Events)-8, 0):])
 		}
 		t.Logf("%s: %s seen at iteration %d, resumed on %s from iteration %d (0 lost; a kill -9 would have resumed from iteration %d)",
 			how, node, seen, rs.Node, rs.Iteration, seen/every*every)

@@ -172,6 +172,17 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 		_ = workflow.SignalExternalWorkflow(dctx, cluster.WorkflowID(spec.Cluster), "", cluster.SignalRelease, cluster.Release{JobID: in.RunID}).Get(dctx, nil)
 		alloc, p.Node = nil, ""
 	}
+	// left is the node the run just lost or drained off: the cluster may
+	// not know yet (a killed agent looks alive until its heartbeats stop,
+	// a drain shows with the agent's next beat), so the next allocation
+	// asks for any other node first.
+	var left []string
+	avoid := func(node string) {
+		// Versioned: older histories allocated without the exclusion.
+		if workflow.GetVersion(ctx, "avoid-left-node", workflow.DefaultVersion, 1) == 1 {
+			left = []string{node}
+		}
+	}
 	fl := &fleet{}
 	end := func(state string, err error) (RunProgress, error) {
 		fl.stop(ctx)
@@ -199,8 +210,9 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 		}
 		p.Failures++
 		p.Reason = "segment on node " + alloc.Node + " lost: " + reason(err) + "; resuming from checkpoint " + fmt.Sprint(p.Checkpoint)
+		avoid(alloc.Node)
+		p.State = "waiting" // before release blocks: a query must not see a lost run "running"
 		release()
-		p.State = "waiting"
 		if p.Failures >= in.MaxFailures {
 			res, err := end("failed", temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("run lost %d segments, the last: %s", p.Failures, p.Reason), ErrTrainingFailed, nil))
@@ -224,11 +236,11 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			p.Reason = ""
 		}
 		if alloc == nil {
-			a, err := allocate(ctx, in, spec, p)
+			a, err := allocate(ctx, in, spec, p, left)
 			if err != nil {
 				return end("failed", err)
 			}
-			alloc = &a
+			alloc, left = &a, nil
 			p.Placements++
 			p.Node, p.Reason, p.WaitingSince = a.Node, "", nil
 		}
@@ -256,6 +268,7 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 					p.Restores = append(p.Restores, RunRestore{Checkpoint: st.Restored, Node: p.Node})
 				}
 				if st.Drained != "" {
+					avoid(alloc.Node)
 					if err := moveOffDrained(ctx, p, st.Drained, true, release); err != nil {
 						return end("cancelled", err)
 					}
@@ -303,6 +316,7 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			return end("succeeded", nil)
 		}
 		if seg.Drained != "" {
+			avoid(alloc.Node)
 			if err := moveOffDrained(ctx, p, seg.Drained, len(seg.Metrics) > 0, release); err != nil {
 				return end("cancelled", err)
 			}
@@ -319,8 +333,8 @@ func moveOffDrained(ctx workflow.Context, p *RunProgress, reason string, progres
 	_ = workflow.GetVersion(ctx, "drain-moves-run", workflow.DefaultVersion, 1)
 	p.Drains++
 	p.Reason = fmt.Sprintf("node %s drained (%s): checkpoint %d taken at iteration %d; placing the run again", p.Node, reason, p.Checkpoint, p.Iteration)
+	p.State = "waiting" // before release blocks: a query must not see a moving run "running"
 	release()
-	p.State = "waiting"
 	if progressed {
 		return nil
 	}
@@ -329,8 +343,9 @@ func moveOffDrained(ctx workflow.Context, p *RunProgress, reason string, progres
 
 // allocate asks the cluster for the trainer's slot until it gets one;
 // the reason it waits is always visible, and a run no node could ever
-// take fails after the grace period.
-func allocate(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress) (cluster.Allocation, error) {
+// take fails after the grace period. The nodes in avoid are asked around
+// once: when no other node can take the run, they are better than waiting.
+func allocate(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress, avoid []string) (cluster.Allocation, error) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
@@ -339,10 +354,14 @@ func allocate(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress
 	for {
 		var a cluster.Allocation
 		err := workflow.ExecuteActivity(actx, (*job.Activities).Allocate, job.AllocateInput{Cluster: spec.Cluster, Request: cluster.AllocateRequest{
-			JobID: in.RunID, CPUs: spec.CPUs, GPUs: spec.GPUs, MemoryMB: spec.MemoryMB,
+			JobID: in.RunID, CPUs: spec.CPUs, GPUs: spec.GPUs, MemoryMB: spec.MemoryMB, Exclude: avoid,
 		}}).Get(ctx, &a)
 		if err == nil {
 			return a, nil
+		}
+		if len(avoid) > 0 && ctx.Err() == nil {
+			avoid = nil
+			continue
 		}
 		if ctx.Err() != nil {
 			return a, ctx.Err()
