@@ -3,6 +3,7 @@ package policy
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -47,6 +48,7 @@ type Engine struct {
 // term for the interpreter, JSON for the Wasm module, each built once on
 // first use.
 type document struct {
+	enc  []byte // the binary encoding of its content (hash.go)
 	sum  [32]byte
 	term func() *ast.Term
 	json func() ([]byte, error)
@@ -157,56 +159,78 @@ func (e *Engine) decide(ctx context.Context, in Input, useWasm bool) (Decision, 
 	if err != nil {
 		return Decision{}, err
 	}
-	var b *bindings
+	var v *verdict
 	if useWasm {
-		b, err = e.wasm.eval(ctx, wasmInput{rest: p.rest, cluster: p.cluster, usage: p.usage})
+		v, err = e.wasm.eval(ctx, wasmInput{rest: p.rest, cluster: p.cluster, usage: p.usage})
 	} else {
 		// No OPA metrics: a fresh set of timers per decision was
 		// measurable and nothing reads them.
 		var rs rego.ResultSet
 		rs, err = e.query.Eval(ctx, rego.EvalParsedInput(in.value(p.cluster.term(), p.usage.term())), rego.EvalMetrics(metrics.NoOp()))
 		if len(rs) == 1 {
-			v := rs[0].Bindings
-			b = &bindings{Allow: v["allow"], Deny: v["deny"], Priority: v["priority"]}
+			b := rs[0].Bindings
+			v, err = (&bindings{Allow: b["allow"], Deny: b["deny"], Priority: b["priority"]}).verdict()
 		} else if err == nil && len(rs) > 1 {
 			err = fmt.Errorf("%d results, want 1", len(rs))
 		}
 	}
-	if err == nil && b == nil {
+	if err == nil && v == nil {
 		err = errors.New("no result (are allow and deny defined?)")
 	}
 	if err != nil {
 		return Decision{}, fmt.Errorf("evaluate %s (revision %s): %w", Query, e.revision, err)
 	}
-	return e.decision(b, in.Work.Priority, p.hash)
+	return e.decision(v, in.Work.Priority, p.hash)
 }
 
-// bindings are what a decision reads: the interpreter's query variables,
-// or the value of the Wasm module's entrypoint (the same names). Sets come
-// as arrays, numbers as json.Number.
+// verdict is what a decision reads from either evaluator: allow, every
+// denial, and the priority when the policy set one.
+type verdict struct {
+	allow      bool
+	violations []Violation
+	priority   *int64
+}
+
+// bindings are the interpreter's query variables, or the value of the
+// Wasm module's entrypoint when it is not of the expected types (the same
+// names). Sets come as arrays, numbers as json.Number.
 type bindings struct {
 	Allow    any `json:"allow"`
 	Deny     any `json:"deny"`
 	Priority any `json:"priority"`
 }
 
-// decision reads the bindings.
-func (e *Engine) decision(b *bindings, basePriority int, hash string) (Decision, error) {
-	d := Decision{Revision: e.revision, InputHash: hash}
+// verdict checks the bindings' types.
+func (b *bindings) verdict() (*verdict, error) {
 	allow, ok := b.Allow.(bool)
 	if !ok {
-		return Decision{}, fmt.Errorf("evaluate %s: allow is %T, want bool", Query, b.Allow)
+		return nil, fmt.Errorf("allow is %T, want bool", b.Allow)
 	}
-	d.Allow = allow
+	v := &verdict{allow: allow}
 	denies, _ := b.Deny.([]any)
 	for _, x := range denies {
 		m, _ := x.(map[string]any)
 		rule, _ := m["rule"].(string)
 		reason, _ := m["reason"].(string)
-		if rule == "" {
-			return Decision{}, fmt.Errorf("evaluate %s: deny entry %v lacks a rule", Query, x)
+		v.violations = append(v.violations, Violation{Rule: rule, Reason: reason})
+	}
+	if ps, _ := b.Priority.([]any); len(ps) == 1 {
+		if n, ok := ps[0].(json.Number); ok {
+			if p, err := n.Int64(); err == nil {
+				v.priority = &p
+			}
 		}
-		d.Violations = append(d.Violations, Violation{Rule: rule, Reason: reason})
+	}
+	return v, nil
+}
+
+// decision checks the verdict and completes it.
+func (e *Engine) decision(v *verdict, basePriority int, hash string) (Decision, error) {
+	d := Decision{Revision: e.revision, InputHash: hash, Allow: v.allow, Violations: v.violations}
+	for _, x := range d.Violations {
+		if x.Rule == "" {
+			return Decision{}, fmt.Errorf("evaluate %s (revision %s): a deny entry lacks a rule (reason %q)", Query, e.revision, x.Reason)
+		}
 	}
 	sort.Slice(d.Violations, func(i, j int) bool {
 		a, b := d.Violations[i], d.Violations[j]
@@ -219,12 +243,8 @@ func (e *Engine) decision(b *bindings, basePriority int, hash string) (Decision,
 		return Decision{}, fmt.Errorf("evaluate %s (revision %s): allow with %d denials: policy is inconsistent", Query, e.revision, len(d.Violations))
 	}
 	d.Priority = basePriority
-	if ps, _ := b.Priority.([]any); len(ps) == 1 {
-		if n, ok := ps[0].(json.Number); ok {
-			if v, err := n.Int64(); err == nil {
-				d.Priority = int(v)
-			}
-		}
+	if v.priority != nil {
+		d.Priority = int(*v.priority)
 	}
 	return d, nil
 }
@@ -249,14 +269,18 @@ func (e *Engine) input(in *Input, useWasm bool) (prepared, error) {
 	}
 	enc := getEncoder()
 	defer putEncoder(enc)
-	csum := enc.sum(func(b []byte) []byte { return appendCluster(b, &in.Cluster) })
-	c := in.Cluster
-	cd := cached(&e.lastCluster, csum, func() *ast.Term { return clusterValue(c) }, func() ([]byte, error) { return clusterJSON(c) })
-	usum := enc.sum(func(b []byte) []byte { return appendUsage(b, &in.Usage) })
-	u := in.Usage
-	ud := cached(&e.lastUsage, usum, func() *ast.Term { return usageValue(u) }, func() ([]byte, error) { return usageJSON(u) })
+	enc.buf = appendCluster(enc.buf[:0], &in.Cluster)
+	cd := cached(&e.lastCluster, enc.buf, func(d *document) {
+		c := in.Cluster
+		d.term, d.json = sync.OnceValue(func() *ast.Term { return clusterValue(c) }), sync.OnceValues(func() ([]byte, error) { return clusterJSON(c) })
+	})
+	enc.buf = appendUsage(enc.buf[:0], &in.Usage)
+	ud := cached(&e.lastUsage, enc.buf, func(d *document) {
+		u := in.Usage
+		d.term, d.json = sync.OnceValue(func() *ast.Term { return usageValue(u) }), sync.OnceValues(func() ([]byte, error) { return usageJSON(u) })
+	})
 	h := enc.sum(func(b []byte) []byte {
-		b = append(append(b, csum[:]...), usum[:]...)
+		b = append(append(b, cd.sum[:]...), ud.sum[:]...)
 		b = appendWork(b, &in.Work)
 		return appendPlacement(b, in.Placement)
 	})
@@ -276,13 +300,16 @@ func (e *Engine) input(in *Input, useWasm bool) (prepared, error) {
 	return p, nil
 }
 
-// cached returns slot's document when its content hash is sum, else a new
-// one, stored there.
-func cached(slot *atomic.Pointer[document], sum [32]byte, term func() *ast.Term, raw func() ([]byte, error)) *document {
-	if d := slot.Load(); d != nil && d.sum == sum {
+// cached returns slot's document when it was built from the same
+// encoded content (compared, not hashed: the fleet mostly stays the same
+// between decisions, and hashing it was a tenth of one); else a new one,
+// hashed, completed by build and stored there.
+func cached(slot *atomic.Pointer[document], encoded []byte, build func(*document)) *document {
+	if d := slot.Load(); d != nil && bytes.Equal(d.enc, encoded) {
 		return d
 	}
-	d := &document{sum: sum, term: sync.OnceValue(term), json: sync.OnceValues(raw)}
+	d := &document{enc: bytes.Clone(encoded), sum: sha256.Sum256(encoded)}
+	build(d)
 	slot.Store(d)
 	return d
 }

@@ -192,7 +192,7 @@ type wasmInput struct {
 
 // eval runs the decision entrypoint and returns its value; nil when it is
 // undefined.
-func (w *wasmEvaluator) eval(ctx context.Context, in wasmInput) (*bindings, error) {
+func (w *wasmEvaluator) eval(ctx context.Context, in wasmInput) (*verdict, error) {
 	vm, err := w.get(ctx)
 	if err != nil {
 		return nil, err
@@ -203,18 +203,7 @@ func (w *wasmEvaluator) eval(ctx context.Context, in wasmInput) (*bindings, erro
 		vm.broken = true // a failed call can leave the module mid-update
 		return nil, err
 	}
-	var rs []struct {
-		Result *bindings `json:"result"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	dec.UseNumber()
-	if err := dec.Decode(&rs); err != nil {
-		return nil, fmt.Errorf("wasm result %q: %w", out, err)
-	}
-	if len(rs) != 1 {
-		return nil, nil // undefined: the caller reports it like topdown's
-	}
-	return rs[0].Result, nil
+	return decodeResult(out)
 }
 
 // wasmVM is one instance of the module with its own runtime (the module
@@ -232,6 +221,9 @@ type wasmVM struct {
 
 	entrypoint uint64
 	builtins   map[uint32]wasmBuiltin
+	// stack carries every call's parameters and results (the ABI's
+	// functions take at most three).
+	stack [4]uint64
 
 	dataAddr, pathCluster, pathUsage uint32
 	// dataEnd is the heap mark after the data; evalHeap the one after the
@@ -374,7 +366,7 @@ func (vm *wasmVM) eval(ctx context.Context, in wasmInput) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("input: %w", err)
 	}
-	for _, link := range [][2]uint32{{vm.pathCluster, vm.clusterAddr}, {vm.pathUsage, vm.usageAddr}} {
+	for _, link := range [...][2]uint32{{vm.pathCluster, vm.clusterAddr}, {vm.pathUsage, vm.usageAddr}} {
 		rc, err := vm.call(ctx, vm.addPath, uint64(input), uint64(link[0]), uint64(link[1]))
 		if err != nil {
 			return nil, err
@@ -384,23 +376,22 @@ func (vm *wasmVM) eval(ctx context.Context, in wasmInput) ([]byte, error) {
 		}
 	}
 	ec, err := vm.call(ctx, vm.ctxNew)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		_, err = vm.call(ctx, vm.ctxInput, uint64(ec), uint64(input))
 	}
-	for _, step := range []struct {
-		f    api.Function
-		args []uint64
-	}{
-		{vm.ctxInput, []uint64{uint64(ec), uint64(input)}},
-		{vm.ctxData, []uint64{uint64(ec), uint64(vm.dataAddr)}},
-		{vm.ctxEntrypoint, []uint64{uint64(ec), vm.entrypoint}},
-		{vm.run, []uint64{uint64(ec)}},
-	} {
-		if _, err := vm.call(ctx, step.f, step.args...); err != nil {
-			return nil, err
-		}
+	if err == nil {
+		_, err = vm.call(ctx, vm.ctxData, uint64(ec), uint64(vm.dataAddr))
 	}
-	res, err := vm.call(ctx, vm.ctxResult, uint64(ec))
+	if err == nil {
+		_, err = vm.call(ctx, vm.ctxEntrypoint, uint64(ec), vm.entrypoint)
+	}
+	if err == nil {
+		_, err = vm.call(ctx, vm.run, uint64(ec))
+	}
+	var res uint32
+	if err == nil {
+		res, err = vm.call(ctx, vm.ctxResult, uint64(ec))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -477,15 +468,17 @@ func (vm *wasmVM) dump(ctx context.Context, dumper api.Function, addr uint32) ([
 	return buf[:n:n], nil
 }
 
+// call passes the arguments and takes the result through the VM's stack
+// buffer: Function.Call allocates a result slice per call, a dozen per
+// decision. The result means nothing for a function that returns none. A
+// host builtin may call in again while the outer call runs; that is safe,
+// as wazero reads the parameters on entry and writes the results on return.
 func (vm *wasmVM) call(ctx context.Context, f api.Function, args ...uint64) (uint32, error) {
-	res, err := f.Call(ctx, args...)
-	if err != nil {
+	copy(vm.stack[:], args)
+	if err := f.CallWithStack(ctx, vm.stack[:]); err != nil {
 		return 0, fmt.Errorf("wasm policy: %w", err)
 	}
-	if len(res) == 0 {
-		return 0, nil
-	}
-	return uint32(res[0]), nil
+	return uint32(vm.stack[0]), nil
 }
 
 // abortError is opa_abort's message (a conflict between rules, say).

@@ -1,0 +1,95 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+// genericResult decodes with encoding/json alone: what decodeResult falls
+// back to, and what its hand-written reader must agree with.
+func genericResult(out []byte) (*verdict, error) {
+	var rs []struct {
+		Result *bindings `json:"result"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.UseNumber()
+	if err := dec.Decode(&rs); err != nil {
+		return nil, err
+	}
+	if len(rs) != 1 || rs[0].Result == nil {
+		return nil, nil
+	}
+	return rs[0].Result.verdict()
+}
+
+func TestDecodeResult(t *testing.T) {
+	five := int64(5)
+	for _, tc := range []struct {
+		name string
+		out  string
+		fast bool // read by hand, not by encoding/json
+		want *verdict
+	}{
+		{"allowed", `[{"result":{"allow":true,"priority":[0],"deny":[]}}]`, true, &verdict{allow: true, priority: new(int64)}},
+		{"denied, keys in any order", `[{"result":{"deny":[{"rule":"a","reason":"x"},{"reason":"y","rule":"b"}],"allow":false,"priority":[5]}}]`, true,
+			&verdict{violations: []Violation{{"a", "x"}, {"b", "y"}}, priority: &five}},
+		{"no priority", `[{"result":{"allow":true,"priority":[],"deny":[]}}]`, true, &verdict{allow: true}},
+		{"non-ASCII reason", `[{"result":{"allow":false,"priority":[],"deny":[{"rule":"r","reason":"é ≥ 8 GB"}]}}]`, true,
+			&verdict{violations: []Violation{{"r", "é ≥ 8 GB"}}}},
+		{"escaped reason", `[{"result":{"allow":false,"priority":[],"deny":[{"rule":"r","reason":"say \"hi\"\n"}]}}]`, false,
+			&verdict{violations: []Violation{{"r", "say \"hi\"\n"}}}},
+		{"another key in a denial", `[{"result":{"allow":false,"priority":[],"deny":[{"rule":"r","reason":"x","node":"a"}]}}]`, false,
+			&verdict{violations: []Violation{{"r", "x"}}}},
+		{"a key differing in case", `[{"result":{"allow":false,"priority":[],"deny":[{"Rule":"r","reason":"x"}]}}]`, false,
+			&verdict{violations: []Violation{{"", "x"}}}},
+		{"reason not a string", `[{"result":{"allow":false,"priority":[],"deny":[{"rule":"r","reason":3}]}}]`, false,
+			&verdict{violations: []Violation{{"r", ""}}}},
+		{"fractional priority", `[{"result":{"allow":true,"priority":[1.5],"deny":[]}}]`, false, &verdict{allow: true}},
+		{"priority too large", `[{"result":{"allow":true,"priority":[99999999999999999999],"deny":[]}}]`, false, &verdict{allow: true}},
+		{"duplicate key", `[{"result":{"allow":false,"allow":true,"priority":[],"deny":[]}}]`, false, &verdict{allow: true}},
+		{"undefined", `[]`, false, nil},
+		{"trailing bytes", `[{"result":{"allow":true,"priority":[],"deny":[]}}]x`, false, &verdict{allow: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, fast := scanResult([]byte(tc.out))
+			if fast != tc.fast {
+				t.Fatalf("read by hand: %v, want %v", fast, tc.fast)
+			}
+			got, err := decodeResult([]byte(tc.out))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzDecodeResult: whatever the hand-written reader accepts, encoding/json
+// reads the same.
+func FuzzDecodeResult(f *testing.F) {
+	for _, s := range []string{
+		`[{"result":{"allow":true,"priority":[0],"deny":[]}}]`,
+		`[{"result":{"deny":[{"rule":"a","reason":"x"},{"reason":"y","rule":"b"}],"allow":false,"priority":[-5]}}]`,
+		`[{"result":{"allow":false,"priority":[],"deny":[{"rule":"r","reason":"é"}]}}]`,
+		`[{"result":{"allow":true,"priority":[01],"deny":[]}}]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, out []byte) {
+		fast, ok := scanResult(out)
+		if !ok {
+			return
+		}
+		slow, err := genericResult(out)
+		if err != nil {
+			t.Fatalf("read by hand as %+v, but encoding/json: %v", fast, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("read by hand as %+v, by encoding/json as %+v", fast, slow)
+		}
+	})
+}
