@@ -286,16 +286,8 @@ func (e *Engine) input(in *Input, useWasm bool) (prepared, error) {
 	})
 	p := prepared{cluster: cd, usage: ud, hash: hex.EncodeToString(h[:16])}
 	if useWasm {
-		// Marshalled as the input's work and placement fields are: the same
-		// document the interpreter's term holds (value.go).
-		var err error
-		p.rest, err = json.Marshal(struct {
-			Work      Work     `json:"work"`
-			Placement []Placed `json:"placement,omitempty"`
-		}{in.Work, in.Placement})
-		if err != nil {
-			return prepared{}, fmt.Errorf("admission input: %w", err)
-		}
+		// The same document the interpreter's term holds (value.go).
+		p.rest = restJSON(make([]byte, 0, 256+128*len(in.Work.Roles)), &in.Work, in.Placement)
 	}
 	return p, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 
@@ -301,6 +302,36 @@ func TestNonFiniteInputRefused(t *testing.T) {
 		change(&in)
 		if _, err := e.Decide(context.Background(), in); err == nil {
 			t.Errorf("%s: non-finite input accepted", name)
+		}
+	}
+}
+
+// TestRestJSONIsEncodingJSON: the hand-written work and placement JSON is
+// byte for byte what encoding/json writes, for generated inputs and for
+// strings and floats at the edges.
+func TestRestJSONIsEncodingJSON(t *testing.T) {
+	ins := []Input{fullInput(), {}, {Work: Work{Roles: []Role{}, Providers: &Providers{}, Capabilities: &Capabilities{}}}}
+	odd := fullInput()
+	odd.Work.ID, odd.Work.Config = `a"b\c`, "<tab\t>\u2028\x01é"
+	odd.Work.Roles = append(odd.Work.Roles, Role{Name: "x", CPUs: 1e-7, GPUs: 1e21, MemoryMB: -1})
+	odd.Work.Providers = &Providers{Avoid: []string{"z"}}
+	odd.Work.Capabilities = &Capabilities{HTTP: []string{}, HTTPRate: 0.5}
+	odd.Placement = []Placed{{Node: "n", Role: "r", CPUs: 123456.789, GPUs: []PlacedGPU{{Index: 2, Share: 0.25}}}, {Node: "m", Count: 3}}
+	ins = append(ins, odd)
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 300 {
+		ins = append(ins, genInput(r))
+	}
+	for i, in := range ins {
+		want, err := json.Marshal(struct {
+			Work      Work     `json:"work"`
+			Placement []Placed `json:"placement,omitempty"`
+		}{in.Work, in.Placement})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := restJSON(nil, &in.Work, in.Placement); !bytes.Equal(got, want) {
+			t.Fatalf("input %d:\n got %s\nwant %s", i, got, want)
 		}
 	}
 }
