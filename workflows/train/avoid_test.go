@@ -8,8 +8,6 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/training"
@@ -46,12 +44,7 @@ func TestRunAvoidsTheNodeItLeft(t *testing.T) {
 			}, []string{"n1", "n1"}, 1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var s testsuite.WorkflowTestSuite
-			env := s.NewTestWorkflowEnvironment()
-			env.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: Name})
-			jobActs, agentActs := &job.Activities{}, &AgentActivities{}
-			env.RegisterActivity(jobActs)
-			env.RegisterActivity(agentActs)
+			env, jobActs, agentActs := newTestEnv()
 			// The cluster never learns of the drain or the death: it
 			// offers its nodes in order, all of them always live.
 			var placed string

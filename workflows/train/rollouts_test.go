@@ -46,18 +46,25 @@ func (c *fakeCluster) allocate(_ context.Context, in job.AllocateInput) (cluster
 	return cluster.Allocation{}, temporal.NewApplicationError("no node can take the job now", cluster.ErrNoCapacity)
 }
 
-// TestDistributedRunReplacesLostRolloutWorker: a run with two rollout
-// workers holds three allocations on three nodes; worker 0's node dies
-// (its activity fails), the slot is given back and the worker placed again
-// on a live node while the trainer goes on; the run then succeeds and
-// every allocation is given back.
-func TestDistributedRunReplacesLostRolloutWorker(t *testing.T) {
+// newTestEnv is a test environment with the run workflow and the
+// activities it calls registered.
+func newTestEnv() (*testsuite.TestWorkflowEnvironment, *job.Activities, *AgentActivities) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: Name})
 	jobActs, agentActs := &job.Activities{}, &AgentActivities{}
 	env.RegisterActivity(jobActs)
 	env.RegisterActivity(agentActs)
+	return env, jobActs, agentActs
+}
+
+// TestDistributedRunReplacesLostRolloutWorker: a run with two rollout
+// workers holds three allocations on three nodes; worker 0's node dies
+// (its activity fails), the slot is given back and the worker placed again
+// on a live node while the trainer goes on; the run then succeeds and
+// every allocation is given back.
+func TestDistributedRunReplacesLostRolloutWorker(t *testing.T) {
+	env, jobActs, agentActs := newTestEnv()
 	c := &fakeCluster{dead: map[string]bool{}, held: map[string]string{}, starts: map[int]int{}}
 	env.OnActivity(jobActs.Allocate, mock.Anything, mock.Anything).Return(c.allocate)
 	env.OnSignalExternalWorkflow(mock.Anything, cluster.WorkflowID("lab"), "", cluster.SignalRelease, mock.Anything).Return(
