@@ -57,7 +57,10 @@ type distView struct {
 // mid-run → the worker is placed again on a live node and the run
 // completes with no iteration lost and no trainer segment lost. Each role
 // reserves half a CPU: a local node offers 1.8, so the replacement fits
-// beside the trainer or the other worker.
+// beside the trainer or the other worker. Where the kill falls changes what
+// the workers play, so the iterations to 475 vary (251-386 in three runs,
+// over 400 once in a full make test): the budget is 800, and a run ends at
+// its target.
 func TestTrainDistributedRolloutsSurviveWorkerKill(t *testing.T) {
 	wasm := plugintest.BuildGo(t, "./plugins/examples/cartpole")
 	dir := t.TempDir()
@@ -77,7 +80,7 @@ func TestTrainDistributedRolloutsSurviveWorkerKill(t *testing.T) {
 		ID string `json:"id"`
 	}
 	code, _, raw := dev.call("POST", "/v1/runs", dev.admin,
-		`{"cluster":"lab","env":"CartPole-v1","target_return":475,"iterations":400,"checkpoint_every":5,"seed":1,"rollout_workers":2,"envs_per_worker":4,"cpus":0.5,"rollout_cpus":0.5}`, &ref)
+		`{"cluster":"lab","env":"CartPole-v1","target_return":475,"iterations":800,"checkpoint_every":5,"seed":1,"rollout_workers":2,"envs_per_worker":4,"cpus":0.5,"rollout_cpus":0.5}`, &ref)
 	if code != http.StatusCreated {
 		t.Fatalf("submit: %d %s", code, raw)
 	}
@@ -135,10 +138,10 @@ func TestTrainDistributedRolloutsSurviveWorkerKill(t *testing.T) {
 	}
 	t.Logf("killed %s (rollout worker %d) at iteration %d, %v into the run", victim, victimWorker, killedAt, time.Since(start).Round(time.Millisecond))
 
-	for deadline := time.Now().Add(3 * time.Minute); get().Status == "running"; time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Minute); get().Status == "running"; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			v = get()
-			t.Fatalf("run not done 3m after the kill: trainer on %s, iterations %d, workers %+v\nlog:\n%s", v.Progress.Node, len(v.Progress.Metrics), v.Progress.RolloutWorkers, dev.log())
+			t.Fatalf("run not done 5m after the kill: trainer on %s, iterations %d, workers %+v\nlog:\n%s", v.Progress.Node, len(v.Progress.Metrics), v.Progress.RolloutWorkers, dev.log())
 		}
 	}
 	r := getRun(t, dev, id)
