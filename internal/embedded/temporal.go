@@ -5,13 +5,16 @@ package embedded
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -71,9 +74,29 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	// The ports are picked free and bound by the server a moment later;
+	// another process can take one in between (a busy test machine did).
+	// Then the server is built again on newly picked ports.
+	for attempt := 1; ; attempt++ {
+		t, err := startTemporal(opts)
+		if err == nil || attempt == 3 || !addressInUse(err) {
+			return t, err
+		}
+		opts.Logger.Warn("a port of the embedded Temporal server was taken; picking others", "err", err)
+	}
+}
+
+func addressInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+}
+
+// freePort is FreePort; a test replaces it to hand out a taken port.
+var freePort = FreePort
+
+func startTemporal(opts TemporalOptions) (*Temporal, error) {
 	frontend := opts.FrontendPort
 	if frontend == 0 {
-		p, err := FreePort(opts.IP)
+		p, err := freePort(opts.IP)
 		if err != nil {
 			return nil, err
 		}
@@ -81,7 +104,7 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 	}
 	ports := map[string]int{"frontend": frontend}
 	for _, svc := range []string{"frontend-http", "history", "matching", "worker"} {
-		p, err := FreePort(opts.IP)
+		p, err := freePort(opts.IP)
 		if err != nil {
 			return nil, err
 		}
