@@ -19,6 +19,12 @@ func decodeResult(out []byte) (*verdict, error) {
 	if v, ok := scanResult(out); ok {
 		return v, nil
 	}
+	return genericResult(out)
+}
+
+// genericResult decodes with encoding/json and checks types as the
+// interpreter's bindings are checked.
+func genericResult(out []byte) (*verdict, error) {
 	var rs []struct {
 		Result *bindings `json:"result"`
 	}

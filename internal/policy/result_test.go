@@ -1,28 +1,9 @@
 package policy
 
 import (
-	"bytes"
-	"encoding/json"
 	"reflect"
 	"testing"
 )
-
-// genericResult decodes with encoding/json alone: what decodeResult falls
-// back to, and what its hand-written reader must agree with.
-func genericResult(out []byte) (*verdict, error) {
-	var rs []struct {
-		Result *bindings `json:"result"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	dec.UseNumber()
-	if err := dec.Decode(&rs); err != nil {
-		return nil, err
-	}
-	if len(rs) != 1 || rs[0].Result == nil {
-		return nil, nil
-	}
-	return rs[0].Result.verdict()
-}
 
 func TestDecodeResult(t *testing.T) {
 	five := int64(5)
