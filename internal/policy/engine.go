@@ -272,7 +272,7 @@ func (e *Engine) input(in *Input, useWasm bool) (prepared, error) {
 	enc.buf = appendCluster(enc.buf[:0], &in.Cluster)
 	cd := cached(&e.lastCluster, enc.buf, func(d *document) {
 		c := in.Cluster
-		d.term, d.json = sync.OnceValue(func() *ast.Term { return clusterValue(c) }), sync.OnceValues(func() ([]byte, error) { return clusterJSON(c) })
+		d.term, d.json = sync.OnceValue(func() *ast.Term { return clusterValue(c) }), sync.OnceValues(func() ([]byte, error) { return clusterJSON(c), nil })
 	})
 	enc.buf = appendUsage(enc.buf[:0], &in.Usage)
 	ud := cached(&e.lastUsage, enc.buf, func(d *document) {

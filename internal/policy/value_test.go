@@ -89,7 +89,7 @@ func TestValueMatchesJSON(t *testing.T) {
 				json func() ([]byte, error)
 				term *ast.Term
 			}{
-				{"cluster", func() ([]byte, error) { return clusterJSON(tt.in.Cluster) }, clusterValue(tt.in.Cluster)},
+				{"cluster", func() ([]byte, error) { return clusterJSON(tt.in.Cluster), nil }, clusterValue(tt.in.Cluster)},
 				{"usage", func() ([]byte, error) { return usageJSON(tt.in.Usage) }, usageValue(tt.in.Usage)},
 			} {
 				raw, err := doc.json()
@@ -307,20 +307,31 @@ func TestNonFiniteInputRefused(t *testing.T) {
 }
 
 // TestRestJSONIsEncodingJSON: the hand-written work and placement JSON is
-// byte for byte what encoding/json writes, for generated inputs and for
-// strings and floats at the edges.
+// byte for byte what encoding/json writes: for the full input changed in
+// each of its fields in turn (a field added to the types but not to
+// restJSON fails here), for generated inputs, and for strings and floats at
+// the edges.
 func TestRestJSONIsEncodingJSON(t *testing.T) {
+	var paths []string
+	var muts []func(reflect.Value)
+	collectMutations(reflect.TypeOf(Input{}), "input", func(r reflect.Value) reflect.Value { return r }, &paths, &muts)
 	ins := []Input{fullInput(), {}, {Work: Work{Roles: []Role{}, Providers: &Providers{}, Capabilities: &Capabilities{}}}}
+	names := []string{"full", "zero", "empty"}
+	for i, mutate := range muts {
+		in := fullInput()
+		mutate(reflect.ValueOf(&in).Elem())
+		ins, names = append(ins, in), append(names, paths[i])
+	}
 	odd := fullInput()
 	odd.Work.ID, odd.Work.Config = `a"b\c`, "<tab\t>\u2028\x01é"
 	odd.Work.Roles = append(odd.Work.Roles, Role{Name: "x", CPUs: 1e-7, GPUs: 1e21, MemoryMB: -1})
 	odd.Work.Providers = &Providers{Avoid: []string{"z"}}
 	odd.Work.Capabilities = &Capabilities{HTTP: []string{}, HTTPRate: 0.5}
 	odd.Placement = []Placed{{Node: "n", Role: "r", CPUs: 123456.789, GPUs: []PlacedGPU{{Index: 2, Share: 0.25}}}, {Node: "m", Count: 3}}
-	ins = append(ins, odd)
+	ins, names = append(ins, odd), append(names, "odd")
 	r := rand.New(rand.NewPCG(3, 4))
-	for range 300 {
-		ins = append(ins, genInput(r))
+	for i := range 300 {
+		ins, names = append(ins, genInput(r)), append(names, fmt.Sprint("generated ", i))
 	}
 	for i, in := range ins {
 		want, err := json.Marshal(struct {
@@ -331,7 +342,7 @@ func TestRestJSONIsEncodingJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := restJSON(nil, &in.Work, in.Placement); !bytes.Equal(got, want) {
-			t.Fatalf("input %d:\n got %s\nwant %s", i, got, want)
+			t.Fatalf("%s:\n got %s\nwant %s", names[i], got, want)
 		}
 	}
 }
