@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -51,7 +52,11 @@ type document struct {
 	enc  []byte // the binary encoding of its content (hash.go)
 	sum  [32]byte
 	term func() *ast.Term
-	json func() ([]byte, error)
+	// json is a usage document's JSON. A cluster document has cluster
+	// instead, the fleet it was built from: Wasm VMs parse its JSON in two
+	// parts and patch what changed (wasmVM.cacheDocuments).
+	json    func() ([]byte, error)
+	cluster *Cluster
 }
 
 // New compiles the bundle's policy modules (tests excluded) and prepares
@@ -271,8 +276,12 @@ func (e *Engine) input(in *Input, useWasm bool) (prepared, error) {
 	defer putEncoder(enc)
 	enc.buf = appendCluster(enc.buf[:0], &in.Cluster)
 	cd := cached(&e.lastCluster, enc.buf, func(d *document) {
+		// A copy: the caller may reuse its slice, and the term and JSON
+		// are built later, on first use.
 		c := in.Cluster
-		d.term, d.json = sync.OnceValue(func() *ast.Term { return clusterValue(c) }), sync.OnceValues(func() ([]byte, error) { return clusterJSON(c), nil })
+		c.Nodes = slices.Clone(c.Nodes)
+		d.cluster = &c
+		d.term = sync.OnceValue(func() *ast.Term { return clusterValue(c) })
 	})
 	enc.buf = appendUsage(enc.buf[:0], &in.Usage)
 	ud := cached(&e.lastUsage, enc.buf, func(d *document) {

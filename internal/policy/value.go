@@ -340,9 +340,18 @@ type usageDoc struct {
 // rebuilt whenever the fleet changes, and reflection took ~35 µs of such a
 // decision on the seed-002 fleet.
 func clusterJSON(c Cluster) []byte {
-	b := make([]byte, 0, 384*len(c.Nodes)+512) // ~280 bytes a GPU node on seed 002
+	b, _ := clusterJSONSplit(c)
+	return b
+}
+
+// clusterJSONSplit is clusterJSON and the offset of the comma after the
+// nodes array, which comes first: b[len(`{"nodes":`):end] is the array,
+// and b[end:] with its comma made a brace the rest of the document.
+func clusterJSONSplit(c Cluster) (b []byte, end int) {
+	b = make([]byte, 0, 384*len(c.Nodes)+512) // ~280 bytes a GPU node on seed 002
 	b = append(b, `{"nodes":`...)
 	b = appendJSONArray(b, c.Nodes, c.Nodes == nil, appendNodeJSON)
+	end = len(b)
 	s := summarize(c.Nodes)
 	b = append(b, `,"summary":{"max_gpu_vram_mb":`...)
 	b = strconv.AppendInt(b, int64(s.MaxGPUVRAMMB), 10)
@@ -378,7 +387,7 @@ func clusterJSON(c Cluster) []byte {
 			return append(strconv.AppendInt(b, int64(e.GPUs), 10), '}')
 		})
 	}
-	return append(b, '}')
+	return append(b, '}'), end
 }
 
 // restJSON is the input's work and placement as the Wasm module parses
@@ -500,11 +509,40 @@ func appendNodeJSON(b []byte, n Node) []byte {
 			return append(strconv.AppendInt(b, int64(g.VRAMMB), 10), '}')
 		})
 	}
-	b = append(b, `,"used":{"cpus":`...)
-	b = appendJSONFloat(b, n.Used.CPUs)
+	b = append(b, `,"used":`...)
+	return append(appendUsedJSON(b, n.Used), '}')
+}
+
+func appendUsedJSON(b []byte, u Used) []byte {
+	b = append(b, `{"cpus":`...)
+	b = appendJSONFloat(b, u.CPUs)
 	b = append(b, `,"memory_mb":`...)
-	b = strconv.AppendInt(b, n.Used.MemoryMB, 10)
-	return append(b, "}}"...)
+	b = strconv.AppendInt(b, u.MemoryMB, 10)
+	return append(b, '}')
+}
+
+// usedChanges lists the nodes of next that differ from prev only in what
+// they use (placements started or ended), or reports false when anything
+// else differs: a node joined or left, a capacity or an endpoint changed.
+// Only then must the cluster document, summary included (which reads
+// capacities alone), be rebuilt.
+func usedChanges(prev, next *Cluster) ([]int, bool) {
+	if len(prev.Nodes) != len(next.Nodes) || !slices.EqualFunc(prev.Endpoints, next.Endpoints, func(a, b Endpoint) bool {
+		return a.Name == b.Name && a.GPUs == b.GPUs && slices.Equal(a.Nodes, b.Nodes) && (a.Nodes == nil) == (b.Nodes == nil)
+	}) {
+		return nil, false
+	}
+	var changed []int
+	for i, p := range prev.Nodes {
+		n := next.Nodes[i]
+		if p.Name != n.Name || p.Provider != n.Provider || p.Ephemeral != n.Ephemeral || p.CPUs != n.CPUs || p.MemoryMB != n.MemoryMB || !slices.Equal(p.GPUs, n.GPUs) {
+			return nil, false
+		}
+		if p.Used != n.Used {
+			changed = append(changed, i)
+		}
+	}
+	return changed, true
 }
 
 // appendJSONArray writes xs as a JSON array (null when null is set, as

@@ -2,9 +2,12 @@ package policy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -302,5 +305,124 @@ func TestWasmConcurrentDecisions(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestPatchedClusterIsParsedCluster follows a fleet through changes: nodes'
+// used resources (patched into the VM's cached document), a new usage
+// document (patched), a node joining, a capacity and an endpoint changing
+// (parsed whole). After each, the VM's cluster and usage documents must be
+// what parsing the new ones gives, and the decision what the interpreter
+// decides: the proposed placement fits node 0 until its used CPUs grow.
+func TestPatchedClusterIsParsedCluster(t *testing.T) {
+	e := loadEngine(t)
+	ctx := context.Background()
+	base := ClusterInput(seed002Fleet())
+	usage := Usage{Tier1CapacitySeconds: 1000}
+	type step struct {
+		name   string
+		change func(c *Cluster, u *Usage)
+		patch  bool
+		allow  bool
+	}
+	steps := []step{
+		{"first", func(*Cluster, *Usage) {}, false, true},
+		{"one node's used", func(c *Cluster, _ *Usage) { c.Nodes[3].Used = Used{CPUs: 2, MemoryMB: 1000} }, true, true},
+		{"node 0 nearly full", func(c *Cluster, _ *Usage) { c.Nodes[0].Used = Used{CPUs: 28.5, MemoryMB: 2000} }, true, false},
+		{"three nodes' used", func(c *Cluster, _ *Usage) {
+			c.Nodes[0].Used = Used{}
+			c.Nodes[5].Used.CPUs = 1.25
+			c.Nodes[len(c.Nodes)-1].Used.MemoryMB = 512
+		}, true, true},
+		{"usage", func(_ *Cluster, u *Usage) { u.Tier1GPUSecondsByConfig = map[string]float64{"hexagonal_4p": 100} }, true, true},
+		{"used and usage", func(c *Cluster, u *Usage) {
+			c.Nodes[0].Used.CPUs = 29
+			u.Tier1CapacitySeconds = 2000
+		}, true, false},
+		{"node joins", func(c *Cluster, _ *Usage) { c.Nodes = append(c.Nodes, Node{Name: "lab-1", CPUs: 8, MemoryMB: 16000}) }, false, false},
+		{"used after the join", func(c *Cluster, _ *Usage) { c.Nodes[0].Used.CPUs = 0 }, true, true},
+		{"capacity", func(c *Cluster, _ *Usage) { c.Nodes[0].CPUs = 16 }, false, true},
+		{"endpoint", func(c *Cluster, _ *Usage) { c.Endpoints = []Endpoint{{Name: "llm", Nodes: []string{"runpod-h100"}, GPUs: 1}} }, false, true},
+		{"node leaves", func(c *Cluster, _ *Usage) { c.Nodes = c.Nodes[1:] }, false, false},
+	}
+	cluster := base
+	for _, s := range steps {
+		// Each step starts from copies, as callers build a new input.
+		cluster.Nodes, cluster.Endpoints = slices.Clone(cluster.Nodes), slices.Clone(cluster.Endpoints)
+		usage.Tier1GPUSecondsByConfig = maps.Clone(usage.Tier1GPUSecondsByConfig)
+		s.change(&cluster, &usage)
+		in := Input{
+			Work:      Work{ID: "w", Kind: "rollout", Roles: []Role{{Name: "rollout_worker", Count: 1, CPUs: 2, MemoryMB: 1000}}},
+			Cluster:   cluster,
+			Usage:     usage,
+			Placement: []Placed{{Node: "runpod-h100", Role: "rollout_worker", CPUs: 2, MemoryMB: 1000}},
+		}
+		if d := sameDecision(t, e, in); d.Allow != s.allow {
+			t.Fatalf("%s: allow %v, want %v (%s)", s.name, d.Allow, s.allow, d.Summary())
+		}
+		vm, err := e.wasm.get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if patched := vm.evalHeap != vm.docsEnd; patched != s.patch {
+			t.Errorf("%s: patched %v, want %v", s.name, patched, s.patch)
+		}
+		wantUsage, err := usageJSON(usage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range []struct {
+			name string
+			addr uint32
+			want []byte
+		}{{"cluster", vm.clusterAddr, clusterJSON(cluster)}, {"usage", vm.usageAddr, wantUsage}} {
+			got, err := vm.dump(ctx, vm.jsonDump, doc.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g, w any
+			if err := json.Unmarshal(got, &g); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(doc.want, &w); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(g, w) {
+				t.Fatalf("%s: the VM's %s document\n %s\nwant\n %s", s.name, doc.name, got, doc.want)
+			}
+		}
+		e.wasm.put(vm)
+	}
+}
+
+// TestPatchGarbageIsBounded: patches leave the replaced values behind;
+// past wasmPatchBytes of them the documents are parsed whole again, so a
+// fleet that keeps changing does not grow the VM's memory.
+func TestPatchGarbageIsBounded(t *testing.T) {
+	e := loadEngine(t)
+	ctx := context.Background()
+	cluster := ClusterInput(seed002Fleet())
+	work := Work{ID: "w", Kind: "rollout", Roles: []Role{{Name: "rollout_worker", Count: 1, CPUs: 1, MemoryMB: 100}}}
+	reparsed := 0
+	for i := range 5000 {
+		cluster.Nodes = slices.Clone(cluster.Nodes)
+		cluster.Nodes[i%len(cluster.Nodes)].Used.CPUs = float64(i % 7)
+		if _, err := e.decide(ctx, Input{Work: work, Cluster: cluster}, true); err != nil {
+			t.Fatal(err)
+		}
+		vm, err := e.wasm.get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vm.evalHeap-vm.docsEnd > wasmPatchBytes+1<<10 {
+			t.Fatalf("decision %d: %d bytes of patches", i, vm.evalHeap-vm.docsEnd)
+		}
+		if vm.docsEnd == vm.evalHeap && i > 0 {
+			reparsed++
+		}
+		e.wasm.put(vm)
+	}
+	if reparsed == 0 || reparsed > 5 {
+		t.Fatalf("parsed whole %d times in 5,000 changes", reparsed)
 	}
 }
