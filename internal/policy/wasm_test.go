@@ -342,7 +342,9 @@ func TestPatchedClusterIsParsedCluster(t *testing.T) {
 		{"node joins", func(c *Cluster, _ *Usage) { c.Nodes = append(c.Nodes, Node{Name: "lab-1", CPUs: 8, MemoryMB: 16000}) }, false, false},
 		{"used after the join", func(c *Cluster, _ *Usage) { c.Nodes[0].Used.CPUs = 0 }, true, true},
 		{"capacity", func(c *Cluster, _ *Usage) { c.Nodes[0].CPUs = 16 }, false, true},
-		{"endpoint", func(c *Cluster, _ *Usage) { c.Endpoints = []Endpoint{{Name: "llm", Nodes: []string{"runpod-h100"}, GPUs: 1}} }, false, true},
+		{"endpoint", func(c *Cluster, _ *Usage) {
+			c.Endpoints = []Endpoint{{Name: "llm", Nodes: []string{"runpod-h100"}, GPUs: 1}}
+		}, false, true},
 		{"node leaves", func(c *Cluster, _ *Usage) { c.Nodes = c.Nodes[1:] }, false, false},
 	}
 	cluster := base
