@@ -27,6 +27,7 @@ test_cluster_summary if {
 			{"key": "vast-3060:0", "vram_mb": 12288, "rank": 0},
 			{"key": "g5-1:0", "vram_mb": 23028, "rank": 0},
 		],
+		"ranks": [{"gpus": 4, "max_vram_mb": 81559}],
 	}
 	s := cluster([h100, {"name": "fat", "cpus": 8, "memory_mb": 512000}]).summary.shapes
 	s == [{"cpus": 8, "memory_mb": 512000}, {"cpus": 32, "memory_mb": 256000}]
@@ -38,6 +39,8 @@ test_cluster_summary_device_ranks if {
 	twin := {"name": "twin", "cpus": 8, "memory_mb": 64000, "gpus": [{"index": 3, "vram_mb": 24000}, {"index": 1, "vram_mb": 24000}]}
 	ranks := [[d.key, d.rank] | some d in cluster([twin]).summary.devices]
 	ranks == [["twin:3", 1], ["twin:1", 0]]
+	by_rank := cluster([twin, h100]).summary.ranks
+	by_rank == [{"gpus": 2, "max_vram_mb": 81559}, {"gpus": 1, "max_vram_mb": 24000}]
 }
 
 test_missing_work_denied if {

@@ -55,7 +55,7 @@ deny contains {
 }
 
 # GPUs serving an endpoint: the lowest `gpus` indices of each of its nodes.
-reserved_gpus contains gpu_key(name, idx) if {
+reserved_by_key contains gpu_key(name, idx) if {
 	params.gpu_preservation.enabled
 	some ep in object.get(input.cluster, "endpoints", [])
 	n := object.get(ep, "gpus", 0)

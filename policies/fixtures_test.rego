@@ -22,8 +22,14 @@ cluster(nodes) := {"nodes": nodes, "summary": {
 	"gpus": count(vrams),
 	"shapes": [{"cpus": s[0], "memory_mb": s[1]} | some s in sort(maximal)],
 	"providers": sort({n.provider | some n in nodes; n.provider != ""}),
-	"devices": [device(n, g, gs) | some n in nodes; gs := object.get(n, "gpus", []); some g in gs],
-}} if {
+	"devices": devices,
+	"ranks": [{"gpus": count(vs), "max_vram_mb": max(vs)} |
+		some r in numbers.range(0, max_rank)
+		vs := [d.vram_mb | some d in devices; d.rank == r]
+		count(vs) > 0 # without GPUs the range is [0, -1]
+	],
+}} if { 	devices := [device(n, g, gs) | some n in nodes; gs := object.get(n, "gpus", []); some g in gs]
+	max_rank := max(array.concat([d.rank | some d in devices], [-1]))
 	vrams := [g.vram_mb | some n in nodes; some g in object.get(n, "gpus", [])]
 	shapes := {[n.cpus, n.memory_mb] | some n in nodes}
 	maximal := {s | some s in shapes; not dominated(s, shapes)}

@@ -30,12 +30,12 @@ placement_deny contains {
 # wait forever (fractions round up per instance).
 deny contains {
 	"rule": "gpu_preservation",
-	"reason": sprintf("work needs %d GPU(s) but only %d in the cluster are not reserved for inference", [needed, count(free_vram)]),
+	"reason": sprintf("work needs %d GPU(s) but only %d in the cluster are not reserved for inference", [needed, free_gpus.count]),
 } if {
 	params.gpu_preservation.enabled
 	needed := sum([n | some r in input.work.roles; r.gpus > 0; n := r.count * ceil(r.gpus)])
 
-	# CPU-only work (most of it, with preservation on) skips free_vram.
+	# CPU-only work (most of it, with preservation on) skips free_gpus.
 	needed > 0
-	needed > count(free_vram)
+	needed > free_gpus.count
 }

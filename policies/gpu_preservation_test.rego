@@ -79,3 +79,29 @@ test_gpu_work_allowed_when_unreserved_gpus_remain if {
 		with data.trainyard.params.gpu_preservation.enabled as true
 		with data.trainyard.params.gpu_preservation.reserved as ["g5-1:0", "g5-2:0"]
 }
+
+# free_gpus adds up the summary's per-rank totals when GPUs are reserved per
+# node alone, and looks at every GPU when some are reserved by key.
+# Reserving by key, on top, GPUs the per-node count reserves anyway must
+# not change the answer; reserving another one by key takes it out.
+test_free_gpus_by_rank_and_by_key_agree if {
+	eight := {"name": "vast-8", "cpus": 64, "memory_mb": 512000, "gpus": [{"index": i, "vram_mb": 24576} | some i in numbers.range(0, 7)]}
+	c := cluster([h100, l40s, eight])
+	by_rank := admission.free_gpus with input as {"cluster": c}
+		with data.trainyard.params.gpu_preservation.enabled as true
+		with data.trainyard.params.gpu_preservation.reserved_per_node as 1
+	by_rank == {"count": 7, "max_vram_mb": 24576}
+	by_key := admission.free_gpus with input as {"cluster": c}
+		with data.trainyard.params.gpu_preservation.enabled as true
+		with data.trainyard.params.gpu_preservation.reserved_per_node as 1
+		with data.trainyard.params.gpu_preservation.reserved as ["runpod-h100:0", "vast-8:0"]
+	by_key == by_rank
+	fewer := admission.free_gpus with input as {"cluster": c}
+		with data.trainyard.params.gpu_preservation.enabled as true
+		with data.trainyard.params.gpu_preservation.reserved_per_node as 1
+		with data.trainyard.params.gpu_preservation.reserved as ["vast-8:5"]
+	fewer == {"count": 6, "max_vram_mb": 24576}
+	none := admission.free_gpus with input as {"cluster": c}
+		with data.trainyard.params.gpu_preservation.enabled as true
+	none == {"count": 10, "max_vram_mb": 81559}
+}

@@ -147,6 +147,9 @@ func stringsOrNull(xs []string) *ast.Term {
 //	providers        distinct non-empty providers, sorted
 //	devices          every GPU as {key, vram_mb, rank}, in
 //	                 node order (see device)
+//	ranks            per rank r (index), the GPUs of that rank and the
+//	                 largest of them, as {gpus, max_vram_mb}: with GPUs
+//	                 reserved per node, the unreserved ones in a few steps
 //
 // It only condenses the nodes; everything that depends on policy data
 // (reserved GPUs, capacity share, tiers) stays in Rego. fixtures_test.rego
@@ -157,6 +160,13 @@ type summary struct {
 	Shapes       []shape  `json:"shapes"`
 	Providers    []string `json:"providers"`
 	Devices      []device `json:"devices"`
+	Ranks        []rank   `json:"ranks"`
+}
+
+// rank totals the GPUs of one rank across the nodes.
+type rank struct {
+	GPUs      int `json:"gpus"`
+	MaxVRAMMB int `json:"max_vram_mb"`
 }
 
 // device is one GPU of the cluster. Key is "node:index", the form
@@ -174,18 +184,23 @@ type shape struct {
 }
 
 func summarize(nodes []Node) summary {
-	s := summary{Shapes: paretoShapes(nodes), Providers: make([]string, 0, 4), Devices: []device{}}
+	s := summary{Shapes: paretoShapes(nodes), Providers: make([]string, 0, 4), Devices: []device{}, Ranks: []rank{}}
 	for _, n := range nodes {
 		s.GPUs += len(n.GPUs)
 		for _, g := range n.GPUs {
 			s.MaxGPUVRAMMB = max(s.MaxGPUVRAMMB, g.VRAMMB)
-			rank := 0
+			r := 0
 			for _, o := range n.GPUs {
 				if o.Index < g.Index {
-					rank++
+					r++
 				}
 			}
-			s.Devices = append(s.Devices, device{Key: n.Name + ":" + strconv.Itoa(g.Index), VRAMMB: g.VRAMMB, Rank: rank})
+			s.Devices = append(s.Devices, device{Key: n.Name + ":" + strconv.Itoa(g.Index), VRAMMB: g.VRAMMB, Rank: r})
+			for len(s.Ranks) <= r {
+				s.Ranks = append(s.Ranks, rank{})
+			}
+			s.Ranks[r].GPUs++
+			s.Ranks[r].MaxVRAMMB = max(s.Ranks[r].MaxVRAMMB, g.VRAMMB)
 		}
 		if n.Provider != "" && !slices.Contains(s.Providers, n.Provider) {
 			s.Providers = append(s.Providers, n.Provider)
@@ -210,7 +225,19 @@ func summaryTerm(nodes []Node) *ast.Term {
 		[2]*ast.Term{key("shapes"), ast.ArrayTerm(shapes...)},
 		[2]*ast.Term{key("providers"), stringsTerm(s.Providers)},
 		[2]*ast.Term{key("devices"), devicesTerm(s.Devices)},
+		[2]*ast.Term{key("ranks"), ranksTerm(s.Ranks)},
 	)
+}
+
+func ranksTerm(rs []rank) *ast.Term {
+	ts := make([]*ast.Term, len(rs))
+	for i, r := range rs {
+		ts[i] = ast.ObjectTerm(
+			[2]*ast.Term{key("gpus"), intTerm(r.GPUs)},
+			[2]*ast.Term{key("max_vram_mb"), intTerm(r.MaxVRAMMB)},
+		)
+	}
+	return ast.ArrayTerm(ts...)
 }
 
 func devicesTerm(ds []device) *ast.Term {
@@ -374,6 +401,13 @@ func clusterJSONSplit(c Cluster) (b []byte, end int) {
 		b = strconv.AppendInt(b, int64(d.VRAMMB), 10)
 		b = append(b, `,"rank":`...)
 		return append(strconv.AppendInt(b, int64(d.Rank), 10), '}')
+	})
+	b = append(b, `,"ranks":`...)
+	b = appendJSONArray(b, s.Ranks, false, func(b []byte, r rank) []byte {
+		b = append(b, `{"gpus":`...)
+		b = strconv.AppendInt(b, int64(r.GPUs), 10)
+		b = append(b, `,"max_vram_mb":`...)
+		return append(strconv.AppendInt(b, int64(r.MaxVRAMMB), 10), '}')
 	})
 	b = append(b, '}')
 	if len(c.Endpoints) > 0 {
