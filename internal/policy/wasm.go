@@ -239,7 +239,8 @@ type wasmVM struct {
 }
 
 // wasmPatchBytes bounds the heap that patched documents leave behind (the
-// values they replaced stay allocated): past it, the next change parses
+// values they replace are freed, but the heap reset before each decision
+// forgets freed blocks): past it, the next change parses
 // the documents whole again. A node's patch takes ~320 bytes, so that is
 // one change in ~3,000 on a fleet where one node changes at a time.
 const wasmPatchBytes = 1 << 20
@@ -513,8 +514,9 @@ func (vm *wasmVM) addPathAt(ctx context.Context, base, path, v uint32) error {
 }
 
 // patchDocuments replaces the used object of each changed node (through
-// the ABI's opa_value_add_path) and links a changed usage document. What it parses goes above the current documents,
-// which raises the mark decisions start from.
+// the ABI's opa_value_add_path) and links a changed usage document. What
+// it parses goes above the current documents, which raises the mark
+// decisions start from.
 func (vm *wasmVM) patchDocuments(ctx context.Context, in wasmInput, changed []int) error {
 	if _, err := vm.call(ctx, vm.heapSet, uint64(vm.evalHeap)); err != nil {
 		return err

@@ -14,9 +14,9 @@ import (
 )
 
 // diffBundles are the bundles the Wasm module is checked against OPA's
-// interpreter with: the defaults, GPU preservation on (reserved GPUs are
-// built with sprintf, a host call, per GPU), a rate cap, and a rule of the
-// kind people push (a freeze reading the work ID, a set in its reason).
+// interpreter with: the defaults, GPU preservation on (GPUs reserved by key
+// and per node, or per node alone), a rate cap, and a rule of the kind
+// people push (a freeze reading the work ID, a set in its reason).
 func diffBundles(t testing.TB) map[string]Bundle {
 	t.Helper()
 	base, err := LoadDir(policiesDir)
@@ -42,6 +42,8 @@ deny contains {"rule": "training_freeze", "reason": sprintf("%s is frozen; roles
 	return map[string]Bundle{
 		"default":      base,
 		"preservation": withData("gpu_preservation", map[string]any{"enabled": true, "reserved": []any{"runpod-h100:0", "g5-2:0"}, "reserved_per_node": 1, "cpu_only_roles": []any{"rollout_worker", "selfplay"}}),
+		// Reserved per node alone: free_gpus from the per-rank totals.
+		"preservation-per-node": withData("gpu_preservation", map[string]any{"enabled": true, "reserved_per_node": 1, "cpu_only_roles": []any{"rollout_worker", "selfplay"}}),
 		"rate-cap":     withData("capabilities", map[string]any{"max_http_rate": 100}),
 		"freeze":       freeze,
 	}
@@ -146,7 +148,7 @@ func sameDecision(t *testing.T, e *Engine, in Input) Decision {
 
 // TestWasmDecidesLikeTopdown: the Wasm module and OPA's interpreter give
 // the same decision, every violation and reason included, on generated
-// inputs under each bundle.
+// inputs under each bundle, and again after a change to one node's use.
 func TestWasmDecidesLikeTopdown(t *testing.T) {
 	for name, b := range diffBundles(t) {
 		t.Run(name, func(t *testing.T) {
@@ -160,12 +162,20 @@ func TestWasmDecidesLikeTopdown(t *testing.T) {
 			r := rand.New(rand.NewPCG(1, uint64(len(name))))
 			denied, rules := 0, map[string]bool{}
 			for range 400 {
-				d := sameDecision(t, e, genInput(r))
+				in := genInput(r)
+				d := sameDecision(t, e, in)
 				if !d.Allow {
 					denied++
 				}
 				for _, v := range d.Violations {
 					rules[v.Rule] = true
+				}
+				// The same fleet with one node's use changed: the VM
+				// patches its cached document.
+				if n := len(in.Cluster.Nodes); n > 0 {
+					in.Cluster.Nodes = slices.Clone(in.Cluster.Nodes)
+					in.Cluster.Nodes[r.IntN(n)].Used.CPUs += float64(r.IntN(40)) / 2
+					sameDecision(t, e, in)
 				}
 			}
 			// The generator must reach the rules, or agreeing proves little.
@@ -382,14 +392,7 @@ func TestPatchedClusterIsParsedCluster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var g, w any
-			if err := json.Unmarshal(got, &g); err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(doc.want, &w); err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(g, w) {
+			if !sameJSON(t, got, doc.want) {
 				t.Fatalf("%s: the VM's %s document\n %s\nwant\n %s", s.name, doc.name, got, doc.want)
 			}
 		}
@@ -399,7 +402,8 @@ func TestPatchedClusterIsParsedCluster(t *testing.T) {
 
 // TestPatchGarbageIsBounded: patches leave the replaced values behind;
 // past wasmPatchBytes of them the documents are parsed whole again, so a
-// fleet that keeps changing does not grow the VM's memory.
+// fleet that keeps changing does not grow the VM's memory. Every 250
+// changes the VM's document must still be the parsed one.
 func TestPatchGarbageIsBounded(t *testing.T) {
 	e := loadEngine(t)
 	ctx := context.Background()
@@ -422,9 +426,31 @@ func TestPatchGarbageIsBounded(t *testing.T) {
 		if vm.docsEnd == vm.evalHeap && i > 0 {
 			reparsed++
 		}
+		if i%250 == 0 {
+			got, err := vm.dump(ctx, vm.jsonDump, vm.clusterAddr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameJSON(t, got, clusterJSON(cluster)) {
+				t.Fatalf("decision %d: the VM's cluster document\n %s\nwant\n %s", i, got, clusterJSON(cluster))
+			}
+		}
 		e.wasm.put(vm)
 	}
 	if reparsed == 0 || reparsed > 5 {
 		t.Fatalf("parsed whole %d times in 5,000 changes", reparsed)
 	}
+}
+
+// sameJSON reports whether a and b hold the same JSON value.
+func sameJSON(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatal(err)
+	}
+	return reflect.DeepEqual(x, y)
 }
