@@ -44,8 +44,8 @@ deny contains {"rule": "training_freeze", "reason": sprintf("%s is frozen; roles
 		"preservation": withData("gpu_preservation", map[string]any{"enabled": true, "reserved": []any{"runpod-h100:0", "g5-2:0"}, "reserved_per_node": 1, "cpu_only_roles": []any{"rollout_worker", "selfplay"}}),
 		// Reserved per node alone: free_gpus from the per-rank totals.
 		"preservation-per-node": withData("gpu_preservation", map[string]any{"enabled": true, "reserved_per_node": 1, "cpu_only_roles": []any{"rollout_worker", "selfplay"}}),
-		"rate-cap":     withData("capabilities", map[string]any{"max_http_rate": 100}),
-		"freeze":       freeze,
+		"rate-cap":              withData("capabilities", map[string]any{"max_http_rate": 100}),
+		"freeze":                freeze,
 	}
 }
 
