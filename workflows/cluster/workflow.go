@@ -25,11 +25,11 @@ func Workflow(ctx workflow.Context, st State) error {
 	if st.Nodes == nil {
 		st.Nodes = map[string]*nodeState{}
 	}
-	c := &controller{st: &st}
+	c := newController(ctx, &st)
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return c.status(workflow.Now(ctx)), nil }); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAllocate, c.allocate, workflow.UpdateHandlerOptions{
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAllocate, c.allocateUpdate, workflow.UpdateHandlerOptions{
 		Validator: func(req AllocateRequest) error {
 			if req.JobID == "" || req.CPUs < 0 || req.GPUs < 0 || req.MemoryMB < 0 {
 				return errors.New("allocate: job_id required, resources must be >= 0")
@@ -44,9 +44,7 @@ func Workflow(ctx workflow.Context, st State) error {
 		return err
 	}
 
-	commands := workflow.GetSignalChannel(ctx, SignalCommand)
-	beats := workflow.GetSignalChannel(ctx, SignalHeartbeat)
-	releases := workflow.GetSignalChannel(ctx, SignalRelease)
+	commands, beats, releases := workflow.GetSignalChannel(ctx, SignalCommand), c.beats, c.releases
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{ErrBadNode}},
@@ -105,7 +103,7 @@ func Workflow(ctx workflow.Context, st State) error {
 			return nil
 		}
 		if !running && workflow.GetInfo(ctx).GetCurrentHistoryLength() > st.Settings.HistoryLimit {
-			drain(ctx, commands, beats, releases, c)
+			drain(ctx, commands, c)
 			// By name: the SDK resolves a function to its short name,
 			// "Workflow", which every workflow package shares, so passing
 			// Workflow continued as whichever was registered last (Sweep).
@@ -124,7 +122,7 @@ func allStopped(nodes map[string]*nodeState) bool {
 }
 
 // drain takes every buffered signal before continue-as-new loses it.
-func drain(ctx workflow.Context, commands, beats, releases workflow.ReceiveChannel, c *controller) {
+func drain(ctx workflow.Context, commands workflow.ReceiveChannel, c *controller) {
 	for {
 		var cmd Command
 		if !commands.ReceiveAsync(&cmd) {
@@ -132,23 +130,51 @@ func drain(ctx workflow.Context, commands, beats, releases workflow.ReceiveChann
 		}
 		c.st.Pending = append(c.st.Pending, cmd)
 	}
+	c.takeBuffered(ctx)
+}
+
+type controller struct {
+	st *State
+	// beats and releases are the heartbeat and release signals; the main
+	// loop takes them one at a time, allocateUpdate all that are waiting.
+	beats, releases workflow.ReceiveChannel
+}
+
+func newController(ctx workflow.Context, st *State) *controller {
+	return &controller{st: st, beats: workflow.GetSignalChannel(ctx, SignalHeartbeat), releases: workflow.GetSignalChannel(ctx, SignalRelease)}
+}
+
+// takeBuffered applies every heartbeat and release already received.
+func (c *controller) takeBuffered(ctx workflow.Context) {
 	for {
 		var hb Heartbeat
-		if !beats.ReceiveAsync(&hb) {
+		if !c.beats.ReceiveAsync(&hb) {
 			break
 		}
 		c.heartbeat(workflow.Now(ctx), hb)
 	}
 	for {
 		var r Release
-		if !releases.ReceiveAsync(&r) {
+		if !c.releases.ReceiveAsync(&r) {
 			break
 		}
 		c.release(r.JobID)
 	}
 }
 
-type controller struct{ st *State }
+// allocateUpdate handles the allocate update. A job moving off a node
+// releases it and asks again at once; the SDK may run this handler before
+// the main loop has taken that release, or the heartbeat saying the node
+// drains, and the job was then handed back the node it left (an e2e drain
+// test saw a run restored on a node under a preemption notice). So the
+// signals already received are applied first.
+func (c *controller) allocateUpdate(ctx workflow.Context, req AllocateRequest) (Allocation, error) {
+	// Versioned: older histories allocated without taking them.
+	if workflow.GetVersion(ctx, "allocate-takes-buffered-signals", workflow.DefaultVersion, 1) == 1 {
+		c.takeBuffered(ctx)
+	}
+	return c.allocate(ctx, req)
+}
 
 func (c *controller) event(now time.Time, format string, args ...any) {
 	c.st.Events = append(c.st.Events, now.UTC().Format(time.RFC3339)+" "+fmt.Sprintf(format, args...))
