@@ -3,8 +3,8 @@
 # The rule files beside this one (gpu_preservation, capacity, tiers, quotas,
 # providers) add to `deny`. Input is pre-aggregated by the Go side (usage
 # totals, per-node used resources, and input.cluster.summary: largest GPU,
-# GPU count, node shapes, providers, every GPU as {key, vram_mb, rank}),
-# see internal/policy; rules that run on every submission read those instead
+# GPU count, node shapes, providers, every GPU as {key, vram_mb, rank}, and
+# per rank the GPU count and largest VRAM), see internal/policy; rules that run on every submission read those instead
 # of scanning every node and GPU.
 package trainyard.admission
 
