@@ -25,6 +25,16 @@ func Workflow(ctx workflow.Context, st State) error {
 	if st.Nodes == nil {
 		st.Nodes = map[string]*nodeState{}
 	}
+	// A cancel request (the Web UI offers one) must neither end the
+	// cluster nor stall it: nodes, agents and jobs depend on it, and
+	// `trainyard cluster down` is how a cluster ends. It is noted in the
+	// events and otherwise ignored. Before, the cancelled context fired
+	// every timer at once and the loop spun until the history limit.
+	var cancelled workflow.ReceiveChannel
+	if workflow.GetVersion(ctx, "ignore-cancel", workflow.DefaultVersion, 1) == 1 {
+		cancelled = ctx.Done()
+		ctx, _ = workflow.NewDisconnectedContext(ctx)
+	}
 	c := newController(ctx, &st)
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return c.status(workflow.Now(ctx)), nil }); err != nil {
 		return err
@@ -96,6 +106,13 @@ func Workflow(ctx workflow.Context, st State) error {
 			c.checkHealth(workflow.Now(ctx))
 		})
 		sel.AddReceive(finished, func(ch workflow.ReceiveChannel, _ bool) { ch.Receive(ctx, nil) })
+		if cancelled != nil {
+			sel.AddReceive(cancelled, func(ch workflow.ReceiveChannel, _ bool) {
+				ch.Receive(ctx, nil)
+				cancelled = nil
+				c.event(workflow.Now(ctx), "cancel requested and ignored: a cluster ends with `trainyard cluster down`")
+			})
+		}
 		sel.Select(ctx)
 
 		if !running && len(st.Pending) == 0 && st.Desired == "down" && allStopped(st.Nodes) && commands.Len() == 0 {

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,5 +74,38 @@ func TestAllocateTakesBufferedSignalsFirst(t *testing.T) {
 				t.Fatalf("allocations on %v, want [n1 n2]: the second must not be the node the job left", got)
 			}
 		})
+	}
+}
+
+// TestCancelRequestIsIgnored: a cancel request (the Web UI offers one)
+// neither ends the cluster nor makes its loop spin (a cancelled context
+// fires every timer at once: it used to run into the history limit and
+// continue as new); it is noted, and `down` still ends the workflow.
+func TestCancelRequestIsIgnored(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: Name})
+	var events []string
+	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(QueryStatus)
+		if err != nil {
+			t.Errorf("status after the cancel request: %v", err)
+			return
+		}
+		var st Status
+		if err := v.Get(&st); err != nil {
+			t.Error(err)
+		}
+		events = st.Events
+		env.SignalWorkflow(SignalCommand, Command{Op: OpDown})
+	}, time.Minute)
+	// A low history limit: a spinning loop reaches it at once.
+	env.ExecuteWorkflow(Name, State{Name: "lab", Desired: "up", Settings: Settings{HistoryLimit: 300}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("workflow ended with %v, want a normal end after down", err)
+	}
+	if !slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, "cancel requested and ignored") }) {
+		t.Fatalf("events a minute after the cancel request: %q", events)
 	}
 }
