@@ -45,6 +45,7 @@ import (
 func BenchmarkDecide(b *testing.B) {
 	e, preserving := loadEngine(b), loadPreservingEngine(b)
 	ctx := context.Background()
+	var decisionP50 time.Duration // wasm/fleet-unchanged's, for machine/loop
 	fleet := seed002Fleet()
 	now := time.Date(2025, 12, 26, 12, 0, 0, 0, time.UTC)
 	var records []UsageRecord
@@ -113,9 +114,6 @@ func BenchmarkDecide(b *testing.B) {
 		reportPercentiles(b, lat)
 	})
 }
-
-// decisionP50 carries wasm/fleet-unchanged's p50 to machine/loop.
-var decisionP50 time.Duration
 
 // reportPercentiles reports p10, p50 and p99 of lat and returns the p50.
 func reportPercentiles(b *testing.B, lat []time.Duration) time.Duration {

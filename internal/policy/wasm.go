@@ -240,9 +240,9 @@ type wasmVM struct {
 
 // wasmPatchBytes bounds the heap that patched documents leave behind (the
 // values they replace are freed, but the heap reset before each decision
-// forgets freed blocks): past it, the next change parses
-// the documents whole again. A node's patch takes ~320 bytes, so that is
-// one change in ~3,000 on a fleet where one node changes at a time.
+// forgets freed blocks): past it, the next change parses the documents
+// whole again. A node's patch takes ~320 bytes, so that is one change in
+// ~3,000 on a fleet where one node changes at a time.
 const wasmPatchBytes = 1 << 20
 
 type wasmBuiltin struct {
@@ -437,10 +437,6 @@ func (vm *wasmVM) parseDocuments(ctx context.Context, in wasmInput) error {
 		return err
 	}
 	vm.cluster, vm.usage, vm.nodeAddrs = nil, nil, nil
-	usage, err := in.usage.json()
-	if err != nil {
-		return fmt.Errorf("usage: %w", err)
-	}
 	// The nodes array is parsed on its own and linked in, so that its
 	// address is known and each node's can be read from it.
 	cluster, end := clusterJSONSplit(*in.cluster.cluster)
@@ -456,17 +452,25 @@ func (vm *wasmVM) parseDocuments(ctx context.Context, in wasmInput) error {
 	if err := vm.addPathAt(ctx, vm.clusterAddr, vm.pathNodes, nodesAddr); err != nil {
 		return fmt.Errorf("cluster nodes: %w", err)
 	}
-	nodeAddrs, ok := vm.objectsOf(nodesAddr, len(in.cluster.cluster.Nodes))
-	if vm.usageAddr, err = vm.parse(ctx, usage); err != nil {
-		return fmt.Errorf("usage: %w", err)
+	nodeAddrs := vm.objectsOf(nodesAddr, len(in.cluster.cluster.Nodes))
+	if err := vm.parseUsage(ctx, in.usage); err != nil {
+		return err
 	}
 	if vm.evalHeap, err = vm.call(ctx, vm.heapGet); err != nil {
 		return err
 	}
 	vm.docsEnd = vm.evalHeap
-	vm.cluster, vm.usage = in.cluster, in.usage
-	if ok {
-		vm.nodeAddrs = nodeAddrs
+	vm.cluster, vm.usage, vm.nodeAddrs = in.cluster, in.usage, nodeAddrs
+	return nil
+}
+
+func (vm *wasmVM) parseUsage(ctx context.Context, d *document) error {
+	usage, err := d.json()
+	if err == nil {
+		vm.usageAddr, err = vm.parse(ctx, usage)
+	}
+	if err != nil {
+		return fmt.Errorf("usage: %w", err)
 	}
 	return nil
 }
@@ -474,30 +478,30 @@ func (vm *wasmVM) parseDocuments(ctx context.Context, in wasmInput) error {
 // objectsOf reads the elements of the array value at addr, expecting n
 // objects. The ABI has no export for this, so it reads the array as OPA's
 // Wasm library lays it out (value.h: a type byte, then a pointer to
-// {index, value} pointer pairs and the length); any mismatch (another
-// layout after an OPA upgrade) reports false, and the VM then parses
+// {index, value} pointer pairs and the length); on any mismatch (another
+// layout after an OPA upgrade) it returns nil, and the VM then parses
 // changed clusters whole. TestPatchedClusterIsParsedCluster checks the
 // patched documents against parsed ones.
-func (vm *wasmVM) objectsOf(addr uint32, n int) ([]uint32, bool) {
+func (vm *wasmVM) objectsOf(addr uint32, n int) []uint32 {
 	const opaArray, opaObject = 5, 6
 	typ, ok1 := vm.mem.ReadByte(addr)
 	elems, ok2 := vm.mem.ReadUint32Le(addr + 4)
 	length, ok3 := vm.mem.ReadUint32Le(addr + 8)
 	if !ok1 || !ok2 || !ok3 || typ != opaArray || length != uint32(n) {
-		return nil, false
+		return nil
 	}
 	out := make([]uint32, n)
 	for i := range out {
 		v, ok := vm.mem.ReadUint32Le(elems + uint32(8*i) + 4)
 		if !ok {
-			return nil, false
+			return nil
 		}
 		if typ, ok := vm.mem.ReadByte(v); !ok || typ != opaObject {
-			return nil, false
+			return nil
 		}
 		out[i] = v
 	}
-	return out, true
+	return out
 }
 
 // addPathAt sets the value at path (an array of keys) under the object at
@@ -534,12 +538,8 @@ func (vm *wasmVM) patchDocuments(ctx context.Context, in wasmInput, changed []in
 		}
 	}
 	if usageChanged {
-		usage, err := in.usage.json()
-		if err != nil {
-			return fmt.Errorf("usage: %w", err)
-		}
-		if vm.usageAddr, err = vm.parse(ctx, usage); err != nil {
-			return fmt.Errorf("usage: %w", err)
+		if err := vm.parseUsage(ctx, in.usage); err != nil {
+			return err
 		}
 	}
 	var err error
