@@ -13,9 +13,10 @@ type Score struct {
 }
 
 // scorer is one ranking stage; its weight scales it in the total.
+// scoreAll writes score of every node not rejected (rejs) to out.
 type scorer interface {
 	name() string
-	score(c *placeCtx, n *nodeState, u *unit) float64
+	scoreAll(c *placeCtx, nodes []*nodeState, u *unit, rejs []rej, out []float64)
 }
 
 type weighted struct {
@@ -28,10 +29,17 @@ type weighted struct {
 type packingScorer struct{}
 
 func (packingScorer) name() string { return "packing" }
+func (f packingScorer) scoreAll(c *placeCtx, nodes []*nodeState, u *unit, rejs []rej, out []float64) {
+	for i, n := range nodes {
+		if rejs[i].kind == accepted {
+			out[i] = f.score(c, n, u)
+		}
+	}
+}
 func (packingScorer) score(c *placeCtx, n *nodeState, u *unit) float64 {
 	util := min(n.utilisation(u.cpus, u.mem, u.gpus), 1)
 	here := 0.0
-	if u.group != "" && c.groupNodes[u.group][n.node.Name] > 0 {
+	if u.group != "" && c.groupHere(n) {
 		here = 1
 	}
 	switch u.strat {
@@ -50,19 +58,18 @@ func (packingScorer) score(c *placeCtx, n *nodeState, u *unit) float64 {
 type tierScorer struct{}
 
 func (tierScorer) name() string { return "tier" }
+func (f tierScorer) scoreAll(c *placeCtx, nodes []*nodeState, u *unit, rejs []rej, out []float64) {
+	for i, n := range nodes {
+		if rejs[i].kind == accepted {
+			out[i] = f.score(c, n, u)
+		}
+	}
+}
 func (tierScorer) score(c *placeCtx, n *nodeState, u *unit) float64 {
 	if u.gpus == 0 {
 		return 0
 	}
-	pref := c.work.Spec.Tiers
-	if len(pref) == 0 {
-		switch c.work.Spec.Kind {
-		case workspec.KindTraining:
-			pref = []int{1, 2}
-		case workspec.KindEvaluation:
-			pref = []int{2}
-		}
-	}
+	pref := c.tiers
 	i := slices.Index(pref, n.tier)
 	if i < 0 {
 		return 0
@@ -75,17 +82,28 @@ func (tierScorer) score(c *placeCtx, n *nodeState, u *unit) float64 {
 type providerScorer struct{}
 
 func (providerScorer) name() string { return "provider" }
+func (f providerScorer) scoreAll(c *placeCtx, nodes []*nodeState, u *unit, rejs []rej, out []float64) {
+	for i, n := range nodes {
+		if rejs[i].kind == accepted {
+			out[i] = f.score(c, n, u)
+		}
+	}
+}
 func (providerScorer) score(c *placeCtx, n *nodeState, _ *unit) float64 {
-	prov := n.node.Provider
-	pref := c.params.Preference(c.work.Spec.Kind)
+	return c.provs[n.prov].score
+}
+
+// providerScore ranks a provider for the work (newPlaceCtx asks once per
+// provider).
+func providerScore(c *placeCtx, prov string, cost float64) float64 {
 	rank := 0.0
 	switch {
-	case slices.Contains(c.work.Spec.Providers.Prefer, prov), slices.Contains(pref.Prefer, prov):
+	case slices.Contains(c.work.Spec.Providers.Prefer, prov), slices.Contains(c.pref.Prefer, prov):
 		rank = 1
-	case slices.Contains(pref.Fallback, prov):
+	case slices.Contains(c.pref.Fallback, prov):
 		rank = 0.5
 	}
 	// 1 for free (own hardware), falling towards 0 as the price rises.
-	cheap := 1 / (1 + c.params.Cost(prov))
+	cheap := 1 / (1 + cost)
 	return 0.7*rank + 0.3*cheap
 }

@@ -9,8 +9,16 @@ import (
 // nodeState is a node plus the running totals the filters and scorers
 // read, updated as a round places work.
 type nodeState struct {
-	node     *Node
-	ready    bool
+	node  *Node
+	nid   int // the node's name among the cluster's (see cluster.nid)
+	ready bool
+	// ephemeral: the node or its provider can vanish.
+	ephemeral bool
+	prov      int // the provider among the cluster's (cluster.provs)
+	health    int // the health's number in cluster.strs
+	// memo holds the last shared rejections written for this node.
+	memo     [4]memoEntry
+	memoNext int
 	usedCPU  float64
 	usedMem  int64
 	gpus     []gpuState
@@ -27,12 +35,14 @@ type gpuState struct {
 	used     float64 // 0..1
 }
 
-func newNodeState(n *Node, p params.Params, empty bool) *nodeState {
-	s := &nodeState{node: n, ready: n.Ready(), capShare: p.CapacityShare}
+func newNodeState(n *Node, p *params.Params, empty bool) *nodeState {
+	s := &nodeState{node: n, ready: n.Ready(), capShare: p.CapacityShare,
+		ephemeral: n.Ephemeral || p.EphemeralProvider(n.Provider)}
 	indices := make([]int, len(n.Capacity.GPUs))
 	for i, g := range n.Capacity.GPUs {
 		indices[i] = g.Index
 	}
+	s.gpus = make([]gpuState, 0, len(n.Capacity.GPUs))
 	for _, g := range n.Capacity.GPUs {
 		s.gpus = append(s.gpus, gpuState{index: g.Index, vramMB: g.VRAMMB, reserved: p.ReservedGPU(n.Name, g.Index, indices) ||
 			p.GPUPreservation.Enabled && slices.Contains(n.InferenceGPUs, g.Index)})
@@ -67,7 +77,12 @@ func (s *nodeState) add(a Allocation) {
 	s.allocs = append(s.allocs, a)
 }
 
-// removeLast undoes the latest add (rollback of a failed gang).
+// usable says whether device i can take a member with the VRAM floor.
+func (s *nodeState) usable(i, minVRAM int) bool {
+	return !s.gpus[i].reserved && s.gpus[i].vramMB >= minVRAM
+}
+
+// removeLast takes the latest allocation off (see cluster.release).
 func (s *nodeState) removeLast() {
 	a := s.allocs[len(s.allocs)-1]
 	s.allocs = s.allocs[:len(s.allocs)-1]

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"sort"
+	"strconv"
 
 	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/internal/workspec"
@@ -16,15 +17,59 @@ type Work struct {
 
 // member is one role instance to place.
 type member struct {
+	work     *Work
 	role     *workspec.Role
 	instance int
 	group    string
 	strategy workspec.Strategy // "" for roles without a group
 	minVRAM  int
-	labels   map[string]string
+	// labels, and the role's node (anti-)affinity rejections, are written
+	// on first need.
+	labels         map[string]string
+	affinity, anti []*Rejection
 }
 
-func (m *member) name() string { return fmt.Sprintf("%s#%d", m.role.Name, m.instance) }
+func (m *member) name() string { return m.role.Name + "#" + strconv.Itoa(m.instance) }
+
+// labelMap is what other roles' anti-affinity matches: work, role, kind,
+// config and the role's own labels.
+func (m *member) labelMap() map[string]string {
+	if m.labels == nil {
+		s := &m.work.Spec
+		m.labels = make(map[string]string, 4+len(m.role.Labels))
+		m.labels["work"], m.labels["role"], m.labels["kind"], m.labels["config"] = m.work.ID, m.role.Name, s.Kind, s.Config
+		for k, v := range m.role.Labels {
+			m.labels[k] = v
+		}
+	}
+	return m.labels
+}
+
+// affinityRejection is why a node without the role's i-th node affinity
+// label cannot take the member.
+func (m *member) affinityRejection(i int) *Rejection {
+	if m.affinity == nil {
+		m.affinity = make([]*Rejection, len(m.role.NodeAffinity))
+	}
+	if m.affinity[i] == nil {
+		m.affinity[i] = &Rejection{Constraint: "node_affinity", Permanent: true,
+			Reason: fmt.Sprintf("%s needs label %s", m.role.Name, describe(m.role.NodeAffinity[i]))}
+	}
+	return m.affinity[i]
+}
+
+// antiAffinityRejection is why a node with the role's i-th node
+// anti-affinity label cannot take the member.
+func (m *member) antiAffinityRejection(i int) *Rejection {
+	if m.anti == nil {
+		m.anti = make([]*Rejection, len(m.role.NodeAntiAffinity))
+	}
+	if m.anti[i] == nil {
+		m.anti[i] = &Rejection{Constraint: "node_anti_affinity", Permanent: true,
+			Reason: fmt.Sprintf("%s avoids label %s", m.role.Name, describe(m.role.NodeAntiAffinity[i]))}
+	}
+	return m.anti[i]
+}
 
 // unit is what one pipeline pass places on one node: a single member, or a
 // whole STRICT_PACK group.
@@ -35,6 +80,9 @@ type unit struct {
 	gpus    float64
 	group   string
 	strat   workspec.Strategy
+	// nodeAffinity and antiAffinity: some member has node (anti-)affinity
+	// selectors, or anti-affinity; without, those filters pass every node.
+	nodeAffinity, antiAffinity bool
 }
 
 func (u *unit) name() string {
@@ -45,7 +93,8 @@ func (u *unit) name() string {
 }
 
 // units expands a work into placement units, hardest first so scarce
-// resources are claimed before the easy members take the good nodes.
+// resources are claimed before the easy members take the good nodes. The
+// units point into w, which must outlive them.
 func units(w *Work, p params.Params) []*unit {
 	s := &w.Spec
 	minBoard, boardKnown := p.MinVRAMMB(s.BoardName())
@@ -58,13 +107,9 @@ func units(w *Work, p params.Params) []*unit {
 			strat = s.GroupStrategy(r.Group)
 		}
 		for i := 0; i < max(r.Count, 1); i++ {
-			m := &member{role: r, instance: i, group: r.Group, strategy: strat, minVRAM: r.MinVRAMMB}
+			m := &member{work: w, role: r, instance: i, group: r.Group, strategy: strat, minVRAM: r.MinVRAMMB}
 			if r.GPUs > 0 && boardKnown {
 				m.minVRAM = max(m.minVRAM, minBoard)
-			}
-			m.labels = map[string]string{"work": w.ID, "role": r.Name, "kind": s.Kind, "config": s.Config}
-			for k, v := range r.Labels {
-				m.labels[k] = v
 			}
 			if strat == workspec.StrictPack {
 				u := packs[r.Group]
@@ -80,6 +125,12 @@ func units(w *Work, p params.Params) []*unit {
 				continue
 			}
 			out = append(out, &unit{members: []*member{m}, cpus: r.CPUs, mem: r.MemoryMB, gpus: r.GPUs, group: r.Group, strat: strat})
+		}
+	}
+	for _, u := range out {
+		for _, m := range u.members {
+			u.nodeAffinity = u.nodeAffinity || len(m.role.NodeAffinity) > 0 || len(m.role.NodeAntiAffinity) > 0
+			u.antiAffinity = u.antiAffinity || len(m.role.AntiAffinity) > 0
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
