@@ -79,6 +79,8 @@ func New(d Deps) *Server {
 	s.registerQueue()
 	s.registerPolicies()
 	s.registerRuns()
+	s.registerWorkJobs()
+	s.registerUsage()
 	s.registerSelfplay()
 	s.registerSelfplayOps()
 	s.registerSweeps()

@@ -20,7 +20,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/cluster/spec"
-	"github.com/trainyard/trainyard/internal/scheduler"
+	"github.com/trainyard/trainyard/internal/workspec"
 	"github.com/trainyard/trainyard/workflows"
 	"github.com/trainyard/trainyard/workflows/cluster"
 	"github.com/trainyard/trainyard/workflows/job"
@@ -234,19 +234,13 @@ func (s *Server) registerClusters() {
 			return nil, err
 		}
 		id := "job-" + uuid.NewString()
-		ws := cluster.JobSpec(id, in.Body.CPUs, in.Body.GPUs, in.Body.MemoryMB)
-		if err := s.admitJob(ctx, id, st, ws); err != nil {
+		ws := workspec.Spec{Name: id[:12], Kind: workspec.KindJob, Roles: []workspec.Role{{Name: "job", Count: 1, CPUs: in.Body.CPUs, GPUs: float64(in.Body.GPUs), MemoryMB: in.Body.MemoryMB}}}
+		if err := s.preflight(ctx, st, id, "job", ws); err != nil {
 			return nil, err
-		}
-		// Never pending silently: work no node could take even when idle
-		// is refused now, with the constraint that makes it impossible.
-		if p := scheduler.New(s.d.Admission.Engine().Params()).Place(st.SchedulerNodes(), scheduler.Work{ID: id, Spec: ws}); p.Status == scheduler.Infeasible {
-			return nil, huma.Error422UnprocessableEntity("job can never run on cluster "+in.Name,
-				&huma.ErrorDetail{Location: "body", Message: p.Reason})
 		}
 		run, err := s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue,
 			Memo: map[string]any{"cluster": in.Name}}, // for the cluster's queue
-			job.Name, job.Input{Cluster: in.Name, Command: in.Body.Command, Env: in.Body.Env, CPUs: in.Body.CPUs, GPUs: in.Body.GPUs, MemoryMB: in.Body.MemoryMB, InfeasibleGrace: grace})
+			job.Name, job.Input{Cluster: in.Name, Command: in.Body.Command, Env: in.Body.Env, CPUs: in.Body.CPUs, GPUs: in.Body.GPUs, MemoryMB: in.Body.MemoryMB, InfeasibleGrace: grace, Work: &ws})
 		if err != nil {
 			return nil, temporalErr("submit job", err)
 		}

@@ -136,11 +136,16 @@ func bundleErr(err error, results []policy.TestResult) error {
 	return huma.Error422UnprocessableEntity("policy bundle rejected", &huma.ErrorDetail{Location: "body", Message: err.Error()})
 }
 
-// admitJob decides a job against the cluster's live nodes; a denial is a
-// 403 listing every violated rule.
-func (s *Server) admitJob(ctx context.Context, workID string, st cluster.Status, ws workspec.Spec, extra ...func(*policy.Input)) error {
-	in := policy.Input{Work: policy.WorkInput(workID, ws, 0), Cluster: policy.ClusterInput(st.SchedulerNodes())}
-	in.Cluster.Endpoints = policy.EndpointsInput(st.Endpoints)
+// preflight is the one check every submission passes before its workflow
+// starts: admission on the cluster's live nodes and usage, then whether any
+// node could ever hold the work (the placement code the cluster workflow
+// runs). A denial is a 403 listing every violated rule, except that work
+// denied only by a usage rule (quota, one training per config) is accepted
+// and waits in the cluster's queue with the rule as its reason. what names
+// the work in a 422 ("run", "trial lr=0.1").
+func (s *Server) preflight(ctx context.Context, st cluster.Status, workID, what string, ws workspec.Spec, extra ...func(*policy.Input)) error {
+	p := s.d.Admission.Engine().Params()
+	in := st.AdmissionInput(p, workID, ws)
 	for _, f := range extra {
 		f(&in)
 	}
@@ -148,12 +153,18 @@ func (s *Server) admitJob(ctx context.Context, workID string, st cluster.Status,
 	if err != nil {
 		return huma.Error503ServiceUnavailable("admission", err)
 	}
-	if d.Allow {
-		return nil
+	if !d.Allow && !d.WaitsOnUsage() {
+		var details []error
+		for _, v := range d.Violations {
+			details = append(details, &huma.ErrorDetail{Location: "policy." + v.Rule, Message: v.Reason})
+		}
+		return huma.Error403Forbidden("denied by policy revision "+d.Revision+": "+d.Summary(), details...)
 	}
-	var details []error
-	for _, v := range d.Violations {
-		details = append(details, &huma.ErrorDetail{Location: "policy." + v.Rule, Message: v.Reason})
+	// Never pending silently: work no node could take even when idle is
+	// refused now, with the constraint that makes it impossible.
+	if reason := st.Infeasible(p, workID, ws); reason != "" {
+		return huma.Error422UnprocessableEntity(what+" can never be placed on cluster "+st.Cluster,
+			&huma.ErrorDetail{Location: "body", Message: reason})
 	}
-	return huma.Error403Forbidden("denied by policy revision "+d.Revision+": "+d.Summary(), details...)
+	return nil
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/ppo"
-	"github.com/trainyard/trainyard/internal/scheduler"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows"
@@ -162,13 +161,8 @@ func (s *Server) registerRuns() {
 			return nil, err
 		}
 		id := runPrefix + uuid.NewString()
-		ws := spec.WorkSpec(id)
-		if err := s.admitJob(ctx, id, st, ws, runCapabilities(spec, env.Metadata)); err != nil {
+		if err := s.preflight(ctx, st, id, "run", spec.WorkSpec(id), runCapabilities(spec, env.Metadata)); err != nil {
 			return nil, err
-		}
-		if p := scheduler.New(s.d.Admission.Engine().Params()).Place(st.SchedulerNodes(), scheduler.Work{ID: id, Spec: ws}); p.Status == scheduler.Infeasible {
-			return nil, huma.Error422UnprocessableEntity("run can never be placed on cluster "+spec.Cluster,
-				&huma.ErrorDetail{Location: "body", Message: p.Reason})
 		}
 		wr, err := s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 			ID: id, TaskQueue: workflows.ControlTaskQueue,

@@ -22,7 +22,6 @@ import (
 	"github.com/trainyard/trainyard/internal/selfplay/schedule"
 	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows"
-	"github.com/trainyard/trainyard/workflows/cluster"
 	"github.com/trainyard/trainyard/workflows/pluginrun"
 	"github.com/trainyard/trainyard/workflows/selfplay"
 )
@@ -154,7 +153,7 @@ func (s *Server) registerSelfplay() {
 			return nil, err
 		}
 		id := selfplay.WorkflowID(b.Cluster, b.Config)
-		if err := s.admitJob(ctx, id, st, cluster.JobSpec(id, set.CPUs, set.GPUs, set.MemoryMB)); err != nil {
+		if err := s.preflight(ctx, st, id, "self-play loop", selfplay.SelfPlayWork(id, b.Config, set)); err != nil {
 			return nil, err
 		}
 		loopID := id + "/" + uuid.NewString()[:8]
@@ -472,7 +471,7 @@ func (s *Server) registerSelfplaySchedules() {
 			return nil, err
 		}
 		id := selfplay.SchedulerID(b.Cluster)
-		if err := s.admitJob(ctx, id, st, cluster.JobSpec(id, set.WithDefaults().CPUs, set.GPUs, set.WithDefaults().MemoryMB)); err != nil {
+		if err := s.preflight(ctx, st, id, "self-play scheduler", selfplay.SelfPlayWork(id, "", set)); err != nil {
 			return nil, err
 		}
 		_, err = s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{

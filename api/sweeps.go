@@ -14,7 +14,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/pluginstore"
-	"github.com/trainyard/trainyard/internal/scheduler"
+	"github.com/trainyard/trainyard/internal/workspec"
 	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows"
 	"github.com/trainyard/trainyard/workflows/pluginrun"
@@ -106,20 +106,15 @@ func (s *Server) registerSweeps() {
 		out.Body.ID = id
 		// Every trial is a submission: admitted, and placeable on an empty
 		// cluster, before the sweep starts (a denial names the trial).
-		sched := scheduler.New(s.d.Admission.Engine().Params())
 		for i, p := range params {
 			trialID := sweep.TrialID(id, i+1, len(params))
 			ts, err := sweep.TrialSpec(spec.Run, p)
 			if err != nil {
 				return nil, fieldErrors("invalid sweep", err)
 			}
-			ws := sweep.WithGPUs(ts, spec.GPUsPerTrial).WorkSpec(trialID)
-			if err := s.admitJob(ctx, trialID, st, ws); err != nil {
+			ws := sweep.WithGPUs(ts, spec.GPUsPerTrial).TrainerWork(trialID, workspec.KindSweepTrial)
+			if err := s.preflight(ctx, st, trialID, "trial "+p.String(), ws); err != nil {
 				return nil, err
-			}
-			if pl := sched.Place(st.SchedulerNodes(), scheduler.Work{ID: trialID, Spec: ws}); pl.Status == scheduler.Infeasible {
-				return nil, huma.Error422UnprocessableEntity("trial "+p.String()+" can never be placed on cluster "+spec.Run.Cluster,
-					&huma.ErrorDetail{Location: "body.run", Message: pl.Reason})
 			}
 			out.Body.Trials = append(out.Body.Trials, trialID)
 		}

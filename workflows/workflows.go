@@ -3,6 +3,7 @@
 package workflows
 
 import (
+	"context"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -13,6 +14,7 @@ import (
 	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginstore"
+	"github.com/trainyard/trainyard/internal/policy"
 	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/internal/provision"
 	"github.com/trainyard/trainyard/internal/training"
@@ -41,6 +43,9 @@ type Deps struct {
 	// Params are the placement params of the policy bundle in force; nil
 	// places with the shipped defaults.
 	Params func() params.Params
+	// Decide is the admission policy in force: placements decide work
+	// descriptions again on the live usage. Nil admits everything.
+	Decide func(context.Context, policy.Input) (policy.Decision, error)
 }
 
 // Register adds all control-plane workflows and activities to w.
@@ -52,7 +57,7 @@ func Register(w worker.Registry, d Deps) {
 	w.RegisterWorkflowWithOptions(cluster.Workflow, workflow.RegisterOptions{Name: cluster.Name})
 	w.RegisterActivity(&cluster.Activities{Provisioners: d.Provisioners, Launch: d.Launch})
 	w.RegisterWorkflowWithOptions(job.Workflow, workflow.RegisterOptions{Name: job.Name})
-	w.RegisterActivity(&job.Activities{Client: d.Client, Params: d.Params})
+	w.RegisterActivity(&job.Activities{Client: d.Client, Params: d.Params, Decide: d.Decide})
 	w.RegisterWorkflowWithOptions(train.Workflow, workflow.RegisterOptions{Name: train.Name})
 	w.RegisterWorkflowWithOptions(selfplay.Workflow, workflow.RegisterOptions{Name: selfplay.Name})
 	w.RegisterWorkflowWithOptions(selfplay.Scheduler, workflow.RegisterOptions{Name: selfplay.SchedulerName})

@@ -21,6 +21,7 @@ import (
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/policy"
 	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/internal/provision"
 	"github.com/trainyard/trainyard/internal/provision/local"
@@ -122,7 +123,8 @@ func startWorker(c client.Client, store *objstore.Store, rt *plugins.Runtime, al
 	}
 	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{Identity: identity})
 	workflows.Register(w, workflows.Deps{Store: store, Plugins: rt, Client: c, Identity: identity,
-		Provisioners: provs, Launch: al.launch, Params: func() params.Params { return adm.Engine().Params() }})
+		Provisioners: provs, Launch: al.launch, Params: func() params.Params { return adm.Engine().Params() },
+		Decide: func(ctx context.Context, in policy.Input) (policy.Decision, error) { return adm.Engine().Decide(ctx, in) }})
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start control worker: %w", err)
 	}

@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"slices"
 	"time"
 
+	"github.com/trainyard/trainyard/internal/ledger"
 	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/internal/scheduler"
 )
@@ -67,4 +69,39 @@ func AggregateUsage(p params.Params, nodes []scheduler.Node, records []UsageReco
 		u.RunningTrainingByConfig[cfg] = len(ids)
 	}
 	return u
+}
+
+// UsageFromLedger is the quota state the policies read: the ledger's
+// Tier-1 GPU seconds per config over the window and its running trainings,
+// with the Tier-1 capacity of the window from the nodes as they are.
+func UsageFromLedger(p params.Params, nodes []scheduler.Node, sum ledger.Summary) Usage {
+	gpus := 0
+	for _, n := range nodes {
+		if tierOf(p, n) == 1 {
+			gpus += len(n.Capacity.GPUs)
+		}
+	}
+	return Usage{
+		Tier1CapacitySeconds:    float64(gpus) * p.QuotaWindow().Seconds(),
+		Tier1GPUSecondsByConfig: sum.Tier1GPUSecondsByConfig,
+		RunningTrainingByConfig: sum.RunningTrainingByConfig,
+	}
+}
+
+// UsageRules are the rules decided on the live usage: work they deny
+// waits (in the cluster's queue, with the rule as its reason) until usage
+// changes, instead of being refused.
+var UsageRules = []string{"config_quota", "one_training_per_config"}
+
+// WaitsOnUsage says whether d denies only by usage rules.
+func (d Decision) WaitsOnUsage() bool {
+	if d.Allow || len(d.Violations) == 0 {
+		return false
+	}
+	for _, v := range d.Violations {
+		if !slices.Contains(UsageRules, v.Rule) {
+			return false
+		}
+	}
+	return true
 }

@@ -65,7 +65,10 @@ type Spec struct {
 	Seed            uint64         `json:"seed,omitempty" doc:"Seeds weights, envs and sampling; a run is reproducible given it."`
 	CPUs            float64        `json:"cpus,omitempty" minimum:"0" doc:"CPUs the trainer reserves (default: workers)."`
 	MemoryMB        int64          `json:"memory_mb,omitempty" minimum:"0" doc:"Memory the trainer reserves (default 512)."`
-	Priority        int            `json:"priority,omitempty"`
+	Priority        int            `json:"priority,omitempty" doc:"Higher places first among waiting work (plus the starvation boost once it has waited past the policy's threshold)."`
+	// Config is the quota key (a game config such as hexagonal_2p):
+	// config quotas, one training per config, board→VRAM routing.
+	Config string `json:"config,omitempty" maxLength:"63" doc:"Quota key, e.g. a game config (hexagonal_2p): config quotas, one training per config and its board's VRAM floor apply (docs/scheduling.md)."`
 	// Capabilities are granted to the run's plugins, never ambient
 	// (docs/plugin-abi.md §8).
 	Capabilities *Capabilities `json:"capabilities,omitempty" doc:"Capabilities granted to the run's plugins; nothing is ambient (docs/plugin-abi.md §8)."`
@@ -285,14 +288,28 @@ func (s Spec) LearnerEnvs() int {
 // gets the GPUs it asks for).
 // With rollout_workers, the rollout workers are a role of their own.
 func (s Spec) WorkSpec(id string) workspec.Spec {
-	ws := workspec.Spec{
-		Name: id, Kind: workspec.KindTraining, Priority: s.Priority,
-		Roles: []workspec.Role{{Name: workspec.RoleTrainer, Count: 1, CPUs: s.CPUs, GPUs: float64(s.GPUs), MemoryMB: s.MemoryMB}},
-	}
+	ws := s.TrainerWork(id, workspec.KindTraining)
 	if s.Distributed() {
 		ws.Roles = append(ws.Roles, workspec.Role{Name: workspec.RoleRolloutWorker, Count: s.RolloutWorkers, CPUs: s.RolloutCPUs, MemoryMB: s.MemoryMB})
 	}
 	return ws
+}
+
+// TrainerWork is the work description of the trainer alone (kind
+// training, or sweep-trial for a sweep's trials).
+func (s Spec) TrainerWork(id, kind string) workspec.Spec {
+	return workspec.Spec{
+		Name: id, Kind: kind, Priority: s.Priority, Config: s.Config,
+		Roles: []workspec.Role{{Name: workspec.RoleTrainer, Count: 1, CPUs: s.CPUs, GPUs: float64(s.GPUs), MemoryMB: s.MemoryMB}},
+	}
+}
+
+// RolloutWork is the work description of one rollout worker of run id.
+func (s Spec) RolloutWork(id string) workspec.Spec {
+	return workspec.Spec{
+		Name: id, Kind: workspec.KindRollout, Priority: s.Priority, Config: s.Config,
+		Roles: []workspec.Role{{Name: workspec.RoleRolloutWorker, Count: 1, CPUs: s.RolloutCPUs, MemoryMB: s.MemoryMB}},
+	}
 }
 
 func keys(m map[string]any) []string {

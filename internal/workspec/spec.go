@@ -19,10 +19,16 @@ const (
 	KindSelfPlay   = "selfplay"
 	KindEvaluation = "evaluation"
 	KindRollout    = "rollout" // CPU-only RL rollouts (seed 000)
+	KindJob        = "job"     // a plain command
+	KindSweepTrial = "sweep-trial"
 )
 
 // Kinds lists the valid work kinds.
-var Kinds = []string{KindTraining, KindSelfPlay, KindEvaluation, KindRollout}
+var Kinds = []string{KindTraining, KindSelfPlay, KindEvaluation, KindRollout, KindJob, KindSweepTrial}
+
+// Trains says whether work of a kind trains a model: it never lands on an
+// ephemeral node (a lost node loses its learning).
+func Trains(kind string) bool { return kind == KindTraining || kind == KindSweepTrial }
 
 // Well-known role names (seed 003 plus evaluator and self-play). Others are
 // allowed; these are the ones policies name.
@@ -95,6 +101,8 @@ type Role struct {
 	// Selecting the role's own name spreads its instances one per node.
 	AntiAffinity []Selector        `json:"anti_affinity,omitempty" yaml:"anti_affinity,omitempty"`
 	Labels       map[string]string `json:"labels,omitempty" yaml:"labels,omitempty"`
+	// Command is what each instance runs (jobs: argv on its node).
+	Command []string `json:"command,omitempty" yaml:"command,omitempty"`
 }
 
 // Selector matches a label whose value is one of Values (any value when

@@ -114,7 +114,7 @@ func TestValidateFieldErrors(t *testing.T) {
 		{"zero count", func(s *Spec) { s.Roles[0].Count = 0 }, []FieldError{{"roles[0].count", "must be >= 1"}}},
 		{"no resources", func(s *Spec) { s.Roles[1].CPUs = 0 }, []FieldError{{"roles[1].cpus", "must be > 0 for a role without GPUs"}}},
 		{"duplicate role", func(s *Spec) { s.Roles[1].Name = "trainer" }, []FieldError{{"roles[1].name", "duplicates roles[0]"}}},
-		{"bad kind", func(s *Spec) { s.Kind = "party" }, []FieldError{{"kind", "must be one of training, selfplay, evaluation, rollout"}}},
+		{"bad kind", func(s *Spec) { s.Kind = "party" }, []FieldError{{"kind", "must be one of training, selfplay, evaluation, rollout, job, sweep-trial"}}},
 		{"bad strategy", func(s *Spec) { s.Groups[0].Strategy = "CLUMP" }, []FieldError{{"groups[0].strategy", "must be one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD"}}},
 		{"group without roles", func(s *Spec) { s.Groups = append(s.Groups, Group{"ghost", Pack}) }, []FieldError{{"groups[1].name", `no role is in group "ghost"`}}},
 		{"empty selector key", func(s *Spec) { s.Roles[0].AntiAffinity = []Selector{{}} }, []FieldError{{"roles[0].anti_affinity[0].key", "must not be empty"}}},

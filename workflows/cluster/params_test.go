@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/internal/resources"
@@ -28,16 +29,16 @@ func TestAllocateUsesTheRequestsPolicyParams(t *testing.T) {
 	}
 
 	c := newCluster()
-	a, err := c.allocate(nil, AllocateRequest{JobID: "train", CPUs: 1, GPUs: 1, Params: reserve})
+	a, err := c.allocate(time.Time{}, AllocateRequest{JobID: "train", CPUs: 1, GPUs: 1, Params: reserve})
 	if err != nil || !slices.Equal(a.GPUs, []int{1}) {
 		t.Fatalf("with GPU 0 reserved: got %v, %v; want GPU 1", a.GPUs, err)
 	}
-	if _, err := c.allocate(nil, AllocateRequest{JobID: "train-2", CPUs: 1, GPUs: 1, Params: reserve}); err == nil {
+	if _, err := c.allocate(time.Time{}, AllocateRequest{JobID: "train-2", CPUs: 1, GPUs: 1, Params: reserve}); err == nil {
 		t.Fatal("a second GPU job got the reserved GPU 0")
 	}
 
 	c = newCluster()
-	if a, err := c.allocate(nil, AllocateRequest{JobID: "train", CPUs: 1, GPUs: 1}); err != nil || !slices.Equal(a.GPUs, []int{0}) {
+	if a, err := c.allocate(time.Time{}, AllocateRequest{JobID: "train", CPUs: 1, GPUs: 1}); err != nil || !slices.Equal(a.GPUs, []int{0}) {
 		t.Fatalf("without params: got %v, %v; want GPU 0", a.GPUs, err)
 	}
 

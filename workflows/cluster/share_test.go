@@ -3,6 +3,7 @@ package cluster
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/trainyard/trainyard/internal/resources"
 )
@@ -18,7 +19,7 @@ func TestAllocateGPUShare(t *testing.T) {
 	c := &controller{st: &State{Name: "lab", Order: []string{"n1"}, Nodes: map[string]*nodeState{"n1": node}}}
 	alloc := func(id string, gpus int, share float64) Allocation {
 		t.Helper()
-		a, err := c.allocate(nil, AllocateRequest{JobID: id, CPUs: 1, MemoryMB: 100, GPUs: gpus, GPUShare: share})
+		a, err := c.allocate(time.Time{}, AllocateRequest{JobID: id, CPUs: 1, MemoryMB: 100, GPUs: gpus, GPUShare: share})
 		if err != nil {
 			t.Fatalf("allocate %s: %v", id, err)
 		}
@@ -45,7 +46,7 @@ func TestAllocateGPUShare(t *testing.T) {
 		t.Fatalf("fifth quarter got %v; the first device (%v) is full", fifth.GPUs, first)
 	}
 	// Three quarters of the second device are free, but not a whole one.
-	if _, err := c.allocate(nil, AllocateRequest{JobID: "whole", CPUs: 1, MemoryMB: 100, GPUs: 1}); err == nil {
+	if _, err := c.allocate(time.Time{}, AllocateRequest{JobID: "whole", CPUs: 1, MemoryMB: 100, GPUs: 1}); err == nil {
 		t.Fatal("a whole GPU was handed out while both devices are (partly) held")
 	}
 	st := c.status(node.LastBeat)
@@ -72,7 +73,7 @@ func TestAllocateGPUShare(t *testing.T) {
 		t.Fatalf("scheduler view holds %g GPUs, want 1.25", held)
 	}
 	for _, id := range []string{"q1", "q2", "q3", "q4", "q5"} {
-		c.release(id)
+		c.release(time.Time{}, id)
 	}
 	if a := alloc("whole", 1, 0); len(a.GPUs) != 1 {
 		t.Fatalf("after release, whole GPU job got %v", a.GPUs)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/inference"
+	"github.com/trainyard/trainyard/internal/ledger"
 	"github.com/trainyard/trainyard/internal/provision"
 	"github.com/trainyard/trainyard/internal/resources"
 	"github.com/trainyard/trainyard/internal/scheduler"
@@ -132,13 +133,33 @@ type AllocateRequest struct {
 	// inference, capacity share, provider preferences); the shipped
 	// defaults when empty, as for requests recorded before this field.
 	Params json.RawMessage `json:"params,omitempty"`
+	// Work is the whole work description, placed all-or-nothing with its
+	// kind, config, roles, groups and preferences; it waits in the
+	// cluster's queue, ordered by priority and age. Requests recorded
+	// before this field describe one "job" role with the fields above.
+	Work *workspec.Spec `json:"work,omitempty"`
+	// PolicyWait, when set, is why admission (with the live usage) makes
+	// the work wait: it is queued with that reason and not placed.
+	PolicyWait string `json:"policy_wait,omitempty"`
 }
 
-// Allocation is where a job runs.
+// Assigned is one role instance's place.
+type Assigned struct {
+	Role     string `json:"role"`
+	Instance int    `json:"instance"`
+	Node     string `json:"node"`
+	Queue    string `json:"queue"`
+	GPUs     []int  `json:"gpus,omitempty"`
+}
+
+// Allocation is where a job runs: Node, Queue and GPUs are its first
+// (for one-role work, its only) instance's; Assignments list every role
+// instance of a work placed from a work description.
 type Allocation struct {
-	Node  string `json:"node"`
-	Queue string `json:"queue"`
-	GPUs  []int  `json:"gpus"`
+	Node        string     `json:"node"`
+	Queue       string     `json:"queue"`
+	GPUs        []int      `json:"gpus"`
+	Assignments []Assigned `json:"assignments,omitempty"`
 }
 
 // Health of a node, as `ray status` shows it.
@@ -164,6 +185,13 @@ type Usage struct {
 	// GPUParts is, for a node, the part of each device in GPUs that is
 	// held; set only when some device is shared.
 	GPUParts []scheduler.GPUShare `json:"gpu_parts,omitempty" doc:"How much of each device in gpus is held; only when some device is shared."`
+	// Work, Role, Instance and Labels say what holds one allocation (set
+	// for work placed from a work description): other work's anti-affinity
+	// matches the labels.
+	Work     string            `json:"work,omitempty" doc:"The work an allocation belongs to (one allocation only)."`
+	Role     string            `json:"role,omitempty" doc:"Its role (one allocation only)."`
+	Instance int               `json:"instance,omitempty" doc:"Its instance of the role (one allocation only)."`
+	Labels   map[string]string `json:"labels,omitempty" doc:"Its labels: work, role, kind, config and the role's own (one allocation only)."`
 }
 
 // shares is the scheduler's view of u's devices.
@@ -182,6 +210,15 @@ func (u Usage) shares() []scheduler.GPUShare {
 	return out
 }
 
+// allocation is the scheduler's view of one allocation under key.
+func (u Usage) allocation(key string) scheduler.Allocation {
+	a := scheduler.Allocation{WorkID: key, Role: "job", Instance: u.Instance, CPUs: u.CPUs, MemoryMB: u.MemoryMB, GPUs: u.shares(), Labels: u.Labels}
+	if u.Work != "" {
+		a.WorkID, a.Role = u.Work, u.Role
+	}
+	return a
+}
+
 // NodeStatus is one node in the status query.
 type NodeStatus struct {
 	Name          string             `json:"name"`
@@ -198,6 +235,10 @@ type NodeStatus struct {
 	LastHeartbeat *time.Time         `json:"last_heartbeat,omitempty"`
 	AgentPID      int                `json:"agent_pid,omitempty"`
 	Jobs          []string           `json:"jobs,omitempty"`
+	// Allocations are what holds the node, one per role instance, with
+	// the labels anti-affinity matches (the feasibility check at
+	// submission places against them like the workflow does).
+	Allocations []scheduler.Allocation `json:"allocations,omitempty" doc:"What holds the node: one entry per role instance, with its labels."`
 }
 
 // Totals sum the cluster.
@@ -224,6 +265,34 @@ type Status struct {
 	// credentials stay references). Health is checked by whoever shows
 	// them, outside the workflow.
 	Endpoints []inference.Endpoint `json:"endpoints,omitempty" doc:"Inference endpoints the spec declares (docs/llm.md)."`
+	// Ledger is the usage ledger's records (see GET /v1/usage for sums).
+	Ledger []ledger.Record `json:"ledger,omitempty" doc:"Usage records: which work held which node's GPUs, from when to when."`
+	// Queue is the work waiting for a placement, in the order it is tried.
+	Queue []QueueItem `json:"queue,omitempty" doc:"Work waiting for a placement, in scheduling order, each with its reason."`
+	// Now is the workflow's time of the answer (usage sums end there).
+	Now time.Time `json:"now"`
+}
+
+// QueueItem is one waiting work in the cluster's queue.
+type QueueItem struct {
+	WorkID            string    `json:"work_id"`
+	Kind              string    `json:"kind"`
+	Config            string    `json:"config,omitempty"`
+	Priority          int       `json:"priority"`
+	EffectivePriority int       `json:"effective_priority" doc:"Priority plus the starvation boost once it has waited past the policy's threshold."`
+	Since             time.Time `json:"since"`
+	WaitingSeconds    int64     `json:"waiting_seconds"`
+	Reason            string    `json:"reason"`
+	Policy            bool      `json:"policy,omitempty" doc:"Held by an admission rule on the live usage (quota, one training per config), not by capacity."`
+}
+
+// waiting is a queued work as the workflow keeps it.
+type waiting struct {
+	Work   workspec.Spec `json:"work"`
+	Since  time.Time     `json:"since"`
+	Seen   time.Time     `json:"seen"` // the last request: work that stopped asking leaves the queue
+	Reason string        `json:"reason"`
+	Policy bool          `json:"policy,omitempty"`
 }
 
 // nodeState is the workflow's record of one node.
@@ -254,6 +323,10 @@ type State struct {
 	Pending  []Command             `json:"pending,omitempty"` // commands not yet run
 	// Endpoints: the latest spec's inference endpoints.
 	Endpoints []inference.Endpoint `json:"endpoints,omitempty"`
+	// Ledger is the usage ledger kept from allocations and releases.
+	Ledger ledger.Book `json:"ledger,omitzero"`
+	// Queue is waiting work by id (work descriptions only).
+	Queue map[string]*waiting `json:"queue,omitempty"`
 }
 
 // SchedulerNodes is the scheduler's view of a status snapshot, for callers
@@ -269,7 +342,9 @@ func (s Status) SchedulerNodes() []scheduler.Node {
 		case n.Draining:
 			sn.Health = scheduler.Draining
 		}
-		if n.Used.CPUs > 0 || n.Used.MemoryMB > 0 || len(n.Used.GPUs) > 0 {
+		if len(n.Allocations) > 0 {
+			sn.Allocations = n.Allocations
+		} else if n.Used.CPUs > 0 || n.Used.MemoryMB > 0 || len(n.Used.GPUs) > 0 {
 			a := scheduler.Allocation{WorkID: "running", CPUs: n.Used.CPUs, MemoryMB: n.Used.MemoryMB, GPUs: n.Used.shares()}
 			sn.Allocations = []scheduler.Allocation{a}
 		}
@@ -278,11 +353,6 @@ func (s Status) SchedulerNodes() []scheduler.Node {
 	return nodes
 }
 
-// JobSpec is the work spec of a plain job: one instance of one role.
-func JobSpec(id string, cpus float64, gpus int, memoryMB int64) workspec.Spec {
-	return jobSpec(id, cpus, float64(gpus), memoryMB)
-}
-
 func jobSpec(id string, cpus, gpus float64, memoryMB int64) workspec.Spec {
-	return workspec.Spec{Name: id, Kind: "job", Roles: []workspec.Role{{Name: "job", Count: 1, CPUs: cpus, GPUs: gpus, MemoryMB: memoryMB}}}
+	return workspec.Spec{Name: id, Kind: workspec.KindJob, Roles: []workspec.Role{{Name: "job", Count: 1, CPUs: cpus, GPUs: gpus, MemoryMB: memoryMB}}}
 }

@@ -11,9 +11,11 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/trainyard/trainyard/internal/cluster/spec"
+	"github.com/trainyard/trainyard/internal/ledger"
 	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/internal/provision"
 	"github.com/trainyard/trainyard/internal/scheduler"
+	"github.com/trainyard/trainyard/internal/workspec"
 )
 
 // maxEvents bounds the event log kept in state.
@@ -96,7 +98,7 @@ func Workflow(ctx workflow.Context, st State) error {
 		sel.AddReceive(releases, func(ch workflow.ReceiveChannel, _ bool) {
 			var r Release
 			ch.Receive(ctx, &r)
-			c.release(r.JobID)
+			c.release(workflow.Now(ctx), r.JobID)
 		})
 		if timer == nil {
 			timer = workflow.NewTimer(ctx, tick)
@@ -155,10 +157,13 @@ type controller struct {
 	// beats and releases are the heartbeat and release signals; the main
 	// loop takes them one at a time, allocateUpdate all that are waiting.
 	beats, releases workflow.ReceiveChannel
+	// params are the latest request's placement params: the status query
+	// orders the queue with them.
+	params params.Params
 }
 
 func newController(ctx workflow.Context, st *State) *controller {
-	return &controller{st: st, beats: workflow.GetSignalChannel(ctx, SignalHeartbeat), releases: workflow.GetSignalChannel(ctx, SignalRelease)}
+	return &controller{st: st, params: params.Default(), beats: workflow.GetSignalChannel(ctx, SignalHeartbeat), releases: workflow.GetSignalChannel(ctx, SignalRelease)}
 }
 
 // takeBuffered applies every heartbeat and release already received.
@@ -175,7 +180,7 @@ func (c *controller) takeBuffered(ctx workflow.Context) {
 		if !c.releases.ReceiveAsync(&r) {
 			break
 		}
-		c.release(r.JobID)
+		c.release(workflow.Now(ctx), r.JobID)
 	}
 }
 
@@ -190,7 +195,7 @@ func (c *controller) allocateUpdate(ctx workflow.Context, req AllocateRequest) (
 	if workflow.GetVersion(ctx, "allocate-takes-buffered-signals", workflow.DefaultVersion, 1) == 1 {
 		c.takeBuffered(ctx)
 	}
-	return c.allocate(ctx, req)
+	return c.allocate(workflow.Now(ctx), req)
 }
 
 func (c *controller) event(now time.Time, format string, args ...any) {
@@ -368,6 +373,7 @@ func (c *controller) bringDown(ctx, actx workflow.Context, names []string) {
 				return
 			}
 			n.Health, n.Allocated, n.Draining = Stopped, nil, false
+			c.st.Ledger.Close("", n.Spec.Name, workflow.Now(gctx))
 			c.event(workflow.Now(gctx), "node %s stopped", n.Spec.Name)
 		})
 	}
@@ -425,61 +431,250 @@ func (c *controller) checkHealth(now time.Time) {
 			}
 			sort.Strings(jobs)
 			n.Allocated = nil
+			c.st.Ledger.Close("", name, now)
 			c.event(now, "node %s is Dead (%s); handed back %d job(s): %v", name, n.Error, len(jobs), jobs)
 		}
 	}
 }
 
-func (c *controller) release(job string) {
+// release gives back everything a work holds and ends its ledger records.
+func (c *controller) release(now time.Time, job string) {
 	for _, name := range c.st.Order {
 		n := c.st.Nodes[name]
-		if _, ok := n.Allocated[job]; ok {
-			delete(n.Allocated, job)
-			if n.Health == Healthy {
-				n.Health = idleOrHealthy(n)
+		for k, u := range n.Allocated {
+			if k == job || u.Work == job {
+				delete(n.Allocated, k)
 			}
 		}
-	}
-}
-
-// allocate places a job with the scheduler's pipeline (feasibility
-// filters, then scoring) over the nodes as they are now. A refusal says why
-// for every node, and whether the job merely waits or could never fit.
-func (c *controller) allocate(ctx workflow.Context, req AllocateRequest) (Allocation, error) {
-	for _, name := range c.st.Order { // idempotent for retried requests
-		if u, ok := c.st.Nodes[name].Allocated[req.JobID]; ok {
-			return Allocation{Node: name, Queue: NodeQueue(c.st.Name, name), GPUs: u.GPUs}, nil
+		if n.Health == Healthy {
+			n.Health = idleOrHealthy(n)
 		}
 	}
-	gpus := float64(req.GPUs)
-	if req.GPUShare > 0 {
-		gpus = req.GPUShare
+	delete(c.st.Queue, job)
+	c.st.Ledger.Close(job, "", now)
+}
+
+// allocate places a work with the scheduler's pipeline (feasibility
+// filters, then scoring) over the nodes as they are now. A refusal says why
+// for every node, and whether the work merely waits or could never fit.
+// A work description is placed whole, after the waiting work that goes
+// before it (queue order: priority plus the starvation boost, then age).
+func (c *controller) allocate(now time.Time, req AllocateRequest) (Allocation, error) {
+	if a, ok := c.held(req.JobID); ok { // idempotent for retried requests
+		return a, nil
 	}
 	pp, err := placementParams(req)
 	if err != nil {
 		return Allocation{}, err
 	}
-	work := scheduler.Work{ID: req.JobID, Spec: jobSpec(req.JobID, req.CPUs, gpus, req.MemoryMB)}
-	p := scheduler.New(pp).Place(c.schedulerNodes(req.Exclude), work)
+	c.params = pp
+	c.pruneQueue(now)
+	nodes := c.schedulerNodes(req.Exclude)
+	var p scheduler.Placement
+	var work scheduler.Work
+	if req.Work == nil { // a request recorded before work descriptions
+		gpus := float64(req.GPUs)
+		if req.GPUShare > 0 {
+			gpus = req.GPUShare
+		}
+		work = scheduler.Work{ID: req.JobID, Spec: jobSpec(req.JobID, req.CPUs, gpus, req.MemoryMB)}
+		p = scheduler.New(pp).Place(nodes, work)
+	} else {
+		work = scheduler.Work{ID: req.JobID, Spec: *req.Work}
+		if req.PolicyWait != "" {
+			c.enqueue(now, work.Spec, req.JobID, req.PolicyWait, true)
+			return Allocation{}, temporal.NewApplicationError("waiting on policy: "+req.PolicyWait, ErrNoCapacity)
+		}
+		p = c.placeQueued(now, pp, nodes, work)
+	}
 	switch p.Status {
 	case scheduler.Placed:
 	case scheduler.Infeasible:
+		if req.Work != nil {
+			c.enqueue(now, work.Spec, req.JobID, p.Reason, false)
+		}
 		return Allocation{}, temporal.NewApplicationError(p.Reason, ErrInfeasible)
 	default:
+		if req.Work != nil {
+			c.enqueue(now, work.Spec, req.JobID, p.Reason, false)
+		}
 		return Allocation{}, temporal.NewApplicationError("no node can take the job now: "+p.Reason, ErrNoCapacity)
 	}
-	a := p.Assignments[0]
-	n := c.st.Nodes[a.Node]
-	u := Usage{CPUs: req.CPUs, MemoryMB: req.MemoryMB, GPUShare: req.GPUShare}
-	for _, g := range a.GPUs {
-		u.GPUs = append(u.GPUs, g.Index)
+	delete(c.st.Queue, req.JobID)
+	c.commit(now, work, req, p.Assignments)
+	c.st.Ledger.Prune(now, max(pp.QuotaWindow(), 24*time.Hour))
+	a, _ := c.held(req.JobID)
+	return a, nil
+}
+
+// commit records a placement on its nodes and opens its ledger records.
+// One-instance work keeps the work id as its key (releases and retried
+// requests find it by that); a gang's instances are keyed work/role#i.
+func (c *controller) commit(now time.Time, w scheduler.Work, req AllocateRequest, as []scheduler.Assignment) {
+	for _, a := range as {
+		n := c.st.Nodes[a.Node]
+		u := Usage{CPUs: a.CPUs, MemoryMB: a.MemoryMB, GPUShare: req.GPUShare}
+		var held float64
+		for _, g := range a.GPUs {
+			u.GPUs = append(u.GPUs, g.Index)
+			held += g.Share
+			if g.Share < 1 {
+				u.GPUShare = g.Share
+			}
+		}
+		key := req.JobID
+		if req.Work != nil {
+			u.Work, u.Role, u.Instance, u.Labels = w.ID, a.Role, a.Instance, a.Labels
+			if len(as) > 1 {
+				key = fmt.Sprintf("%s/%s#%d", w.ID, a.Role, a.Instance)
+			}
+		}
+		if n.Allocated == nil {
+			n.Allocated = map[string]Usage{}
+		}
+		n.Allocated[key] = u
+		n.Health = Healthy
+		c.st.Ledger.Open(ledger.Record{
+			WorkID: w.ID, Config: w.Spec.Config, Kind: w.Spec.Kind, Role: a.Role, Node: a.Node, Provider: n.Spec.Provider,
+			NodeVRAMMB: n.Reported.TotalVRAMMB(), GPUs: held, Start: now,
+		})
 	}
-	if n.Allocated == nil {
-		n.Allocated = map[string]Usage{}
+}
+
+// held is the allocation a work already holds, if any.
+func (c *controller) held(work string) (Allocation, bool) {
+	var out Allocation
+	for _, name := range c.st.Order {
+		n := c.st.Nodes[name]
+		keys := make([]string, 0, len(n.Allocated))
+		for k, u := range n.Allocated {
+			if k == work || u.Work == work {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			u := n.Allocated[k]
+			out.Assignments = append(out.Assignments, Assigned{Role: u.Role, Instance: u.Instance, Node: name, Queue: NodeQueue(c.st.Name, name), GPUs: u.GPUs})
+		}
 	}
-	n.Allocated[req.JobID] = u
-	n.Health = Healthy
-	return Allocation{Node: a.Node, Queue: NodeQueue(c.st.Name, a.Node), GPUs: u.GPUs}, nil
+	if len(out.Assignments) == 0 {
+		return Allocation{}, false
+	}
+	sort.SliceStable(out.Assignments, func(i, j int) bool {
+		a, b := out.Assignments[i], out.Assignments[j]
+		if a.Role != b.Role {
+			return a.Role < b.Role
+		}
+		return a.Instance < b.Instance
+	})
+	first := out.Assignments[0]
+	out.Node, out.Queue, out.GPUs = first.Node, first.Queue, first.GPUs
+	if len(out.Assignments) == 1 && first.Role == "" {
+		out.Assignments = nil // a request recorded before work descriptions
+	}
+	return out, true
+}
+
+// queueStale is how long queued work that stopped asking stays listed
+// (requesters ask again every 2-30 s while they wait).
+const queueStale = 2 * time.Minute
+
+// enqueue notes why a work waits, keeping when it began waiting.
+func (c *controller) enqueue(now time.Time, s workspec.Spec, id, reason string, policy bool) {
+	if c.st.Queue == nil {
+		c.st.Queue = map[string]*waiting{}
+	}
+	w := c.st.Queue[id]
+	if w == nil {
+		w = &waiting{Since: now}
+		c.st.Queue[id] = w
+	}
+	w.Work, w.Seen, w.Reason, w.Policy = s, now, reason, policy
+}
+
+// ordered is the live queue in scheduling order as of now (read-only:
+// queries call it too); work that stopped asking is left out.
+func (c *controller) ordered(now time.Time, pp params.Params) []scheduler.Queued {
+	q := scheduler.NewQueue(pp)
+	for id, w := range c.st.Queue {
+		if now.Sub(w.Seen) <= queueStale {
+			_ = q.Push(scheduler.Item{Work: scheduler.Work{ID: id, Spec: w.Work}, Priority: w.Work.Priority, Submitted: w.Since})
+		}
+	}
+	return q.Ordered(now)
+}
+
+// pruneQueue drops queued work that stopped asking (cancelled, or placed
+// by a request that never came back).
+func (c *controller) pruneQueue(now time.Time) {
+	for id, w := range c.st.Queue {
+		if now.Sub(w.Seen) > queueStale {
+			delete(c.st.Queue, id)
+		}
+	}
+}
+
+// queue is the status view of the queue.
+func (c *controller) queue(now time.Time) []QueueItem {
+	var out []QueueItem
+	for _, it := range c.ordered(now, c.params) {
+		w := c.st.Queue[it.ID]
+		out = append(out, QueueItem{
+			WorkID: it.ID, Kind: w.Work.Kind, Config: w.Work.Config, Priority: it.Priority, EffectivePriority: it.EffectivePriority,
+			Since: w.Since, WaitingSeconds: int64(it.Waited.Seconds()), Reason: w.Reason, Policy: w.Policy,
+		})
+	}
+	return out
+}
+
+// placeQueued places w after the queued work that goes before it: each of
+// those that fits now takes its share first, so w is placed only where it
+// still fits. Work held by a policy rule takes nothing. Lower work may
+// backfill around higher work that waits.
+func (c *controller) placeQueued(now time.Time, pp params.Params, nodes []scheduler.Node, w scheduler.Work) scheduler.Placement {
+	q := scheduler.NewQueue(pp)
+	since := now
+	if prev := c.st.Queue[w.ID]; prev != nil {
+		since = prev.Since
+	}
+	_ = q.Push(scheduler.Item{Work: w, Priority: w.Spec.Priority, Submitted: since})
+	var ahead []string
+	order := c.ordered(now, pp)
+	mine := pp.EffectivePriority(w.Spec.Priority, now.Sub(since))
+	for _, it := range order {
+		if it.ID == w.ID || c.st.Queue[it.ID].Policy {
+			continue
+		}
+		if it.EffectivePriority > mine || (it.EffectivePriority == mine && it.Submitted.Before(since)) {
+			_ = q.Push(it.Item)
+			ahead = append(ahead, it.ID)
+		}
+	}
+	if len(ahead) == 0 {
+		return scheduler.New(pp).Place(nodes, w)
+	}
+	r := scheduler.New(pp).Schedule(now, nodes, q)
+	for _, p := range r.Placed {
+		if p.WorkID == w.ID {
+			return p
+		}
+	}
+	for _, p := range append(r.Waiting, r.Infeasible...) {
+		if p.WorkID == w.ID {
+			if p.Status == scheduler.Waiting {
+				var first []string
+				for _, o := range r.Placed {
+					first = append(first, o.WorkID)
+				}
+				if len(first) > 0 {
+					p.Reason += fmt.Sprintf("; queued work ahead of it takes the room first: %v", first)
+				}
+			}
+			return p
+		}
+	}
+	return scheduler.Placement{WorkID: w.ID, Status: scheduler.Waiting, Reason: "not scheduled"}
 }
 
 // placementParams are the request's policy params, or the shipped
@@ -515,9 +710,7 @@ func (c *controller) schedulerNodes(exclude []string) []scheduler.Node {
 		}
 		sort.Strings(jobs) // deterministic order in workflow code
 		for _, j := range jobs {
-			u := n.Allocated[j]
-			al := scheduler.Allocation{WorkID: j, Role: "job", CPUs: u.CPUs, MemoryMB: u.MemoryMB, GPUs: u.shares()}
-			sn.Allocations = append(sn.Allocations, al)
+			sn.Allocations = append(sn.Allocations, n.Allocated[j].allocation(j))
 		}
 		nodes = append(nodes, sn)
 	}
@@ -560,7 +753,7 @@ func usage(n *nodeState) Usage {
 }
 
 func (c *controller) status(now time.Time) Status {
-	s := Status{Cluster: c.st.Name, Desired: c.st.Desired, Busy: len(c.st.Pending) > 0, Events: slices.Clone(c.st.Events), Endpoints: slices.Clone(c.st.Endpoints)}
+	s := Status{Cluster: c.st.Name, Now: now, Ledger: slices.Clone(c.st.Ledger.Records), Queue: c.queue(now), Desired: c.st.Desired, Busy: len(c.st.Pending) > 0, Events: slices.Clone(c.st.Events), Endpoints: slices.Clone(c.st.Endpoints)}
 	s.Totals.ByHealth = map[Health]int{}
 	for _, name := range c.st.Order {
 		n := c.st.Nodes[name]
@@ -584,6 +777,9 @@ func (c *controller) status(now time.Time) Status {
 			ns.Jobs = append(ns.Jobs, j)
 		}
 		sort.Strings(ns.Jobs)
+		for _, j := range ns.Jobs {
+			ns.Allocations = append(ns.Allocations, n.Allocated[j].allocation(j))
+		}
 		s.Nodes = append(s.Nodes, ns)
 		s.Totals.Nodes++
 		s.Totals.ByHealth[n.Health]++

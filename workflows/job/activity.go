@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/trainyard/trainyard/internal/agent/procenv"
+	"github.com/trainyard/trainyard/internal/policy"
 	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/workflows/cluster"
 )
@@ -28,6 +29,11 @@ type Activities struct {
 	// (GPUs reserved for inference, capacity share...); Allocate sends
 	// them with each request. Nil: the cluster uses the shipped defaults.
 	Params func() params.Params
+	// Decide is the admission policy in force (not logged: a waiting work
+	// asks again every few seconds). With it, a work description is
+	// decided again on the live usage before each placement, and waits
+	// while a usage rule (quota, one training per config) denies it.
+	Decide func(context.Context, policy.Input) (policy.Decision, error)
 }
 
 // AllocateInput names the cluster and what the job needs.
@@ -46,6 +52,11 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (alloc clus
 			return cluster.Allocation{}, fmt.Errorf("allocate %s: policy params: %w", in.Request.JobID, err)
 		}
 	}
+	if in.Request.Work != nil && a.Decide != nil {
+		if in.Request.PolicyWait, err = a.admit(ctx, in); err != nil {
+			return cluster.Allocation{}, err
+		}
+	}
 	h, err := a.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   cluster.WorkflowID(in.Cluster),
 		UpdateName:   cluster.UpdateAllocate,
@@ -57,6 +68,31 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (alloc clus
 	}
 	err = h.Get(ctx, &alloc)
 	return alloc, err
+}
+
+// admit decides the work on the cluster's live usage; a denial is why the
+// work waits (every rule and reason).
+func (a *Activities) admit(ctx context.Context, in AllocateInput) (string, error) {
+	v, err := a.Client.QueryWorkflow(ctx, cluster.WorkflowID(in.Cluster), "", cluster.QueryStatus)
+	if err != nil {
+		return "", fmt.Errorf("cluster %s: %w", in.Cluster, err)
+	}
+	var st cluster.Status
+	if err := v.Get(&st); err != nil {
+		return "", fmt.Errorf("cluster %s: status: %w", in.Cluster, err)
+	}
+	p := params.Default()
+	if a.Params != nil {
+		p = a.Params()
+	}
+	d, err := a.Decide(ctx, st.AdmissionInput(p, in.Request.JobID, *in.Request.Work))
+	if err != nil {
+		return "", fmt.Errorf("admission of %s: %w", in.Request.JobID, err)
+	}
+	if d.Allow {
+		return "", nil
+	}
+	return d.Summary(), nil
 }
 
 // AgentActivities run on a node's agent.

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/trainyard/trainyard/internal/workspec"
 	"github.com/trainyard/trainyard/workflows/cluster"
 )
 
@@ -34,6 +35,10 @@ type Input struct {
 	// InfeasibleGrace is how long a job no node could ever take waits for
 	// the cluster to change (a node to join) before it fails (default 5m).
 	InfeasibleGrace time.Duration `json:"infeasible_grace,omitempty"`
+	// Work, when set, is the job's work description: its roles (each with
+	// its own command, Command being the default) are placed as one gang
+	// and run together; the job ends when every instance has exited.
+	Work *workspec.Spec `json:"work,omitempty"`
 }
 
 // Result is how the job ended.
@@ -43,6 +48,18 @@ type Result struct {
 	ExitCode   int    `json:"exit_code"`
 	Output     string `json:"output" doc:"The last lines the process printed."`
 	Placements int    `json:"placements"`
+	// Instances are a gang's role instances: where each ran and how it
+	// ended.
+	Instances []Instance `json:"instances,omitempty" doc:"A multi-role job's instances: where each ran and how it ended."`
+}
+
+// Instance is one role instance of a gang job.
+type Instance struct {
+	cluster.Assigned
+	State    string `json:"state" enum:"running,done,failed,stopped"`
+	ExitCode int    `json:"exit_code"`
+	Output   string `json:"output,omitempty" doc:"The last lines it printed."`
+	Error    string `json:"error,omitempty"`
 }
 
 // Progress is what a job is doing now, and why it waits when it waits.
@@ -54,6 +71,8 @@ type Progress struct {
 	// WaitingSince orders the queue (GET /v1/clusters/{name}/queue).
 	WaitingSince *time.Time `json:"waiting_since,omitempty" doc:"When it began waiting for a node (unset while placed)."`
 	Placements   int        `json:"placements"`
+	// Instances are where a gang job's role instances run or ran.
+	Instances []Instance `json:"instances,omitempty" doc:"A multi-role job's instances: where each runs or ran, and how it ended."`
 }
 
 // Workflow places and runs the job.
@@ -79,7 +98,7 @@ func Workflow(ctx workflow.Context, in Input) (Result, error) {
 		var infeasibleSince time.Time
 		for {
 			err := workflow.ExecuteActivity(allocCtx, (*Activities).Allocate, AllocateInput{Cluster: in.Cluster, Request: cluster.AllocateRequest{
-				JobID: id, CPUs: in.CPUs, GPUs: in.GPUs, MemoryMB: in.MemoryMB, Exclude: exclude,
+				JobID: id, CPUs: in.CPUs, GPUs: in.GPUs, MemoryMB: in.MemoryMB, Exclude: exclude, Work: in.Work,
 			}}).Get(ctx, &alloc)
 			if err == nil {
 				break
@@ -112,6 +131,18 @@ func Workflow(ctx workflow.Context, in Input) (Result, error) {
 		}
 		p.Placements++
 		p.State, p.Node, p.GPUs, p.Reason, p.WaitingSince = "running", alloc.Node, alloc.GPUs, "", nil
+		proc := ProcessInput{Command: in.Command, Env: in.Env, GPUs: alloc.GPUs}
+		if in.Work != nil && len(alloc.Assignments) == 1 {
+			proc = instanceProcess(in, alloc.Assignments[0])
+		}
+		if in.Work != nil && len(alloc.Assignments) > 1 {
+			res, lost, err := runGang(ctx, in, id, alloc, &p)
+			if lost == "" {
+				return res, err
+			}
+			exclude = append(exclude, lost)
+			continue
+		}
 
 		runCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			TaskQueue:              alloc.Queue,
@@ -121,7 +152,7 @@ func Workflow(ctx workflow.Context, in Input) (Result, error) {
 			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 		})
 		var res Result
-		err := workflow.ExecuteActivity(runCtx, (*AgentActivities).RunProcess, ProcessInput{Command: in.Command, Env: in.Env, GPUs: alloc.GPUs}).Get(ctx, &res)
+		err := workflow.ExecuteActivity(runCtx, (*AgentActivities).RunProcess, proc).Get(ctx, &res)
 		_ = workflow.SignalExternalWorkflow(ctx, cluster.WorkflowID(in.Cluster), "", cluster.SignalRelease, cluster.Release{JobID: id}).Get(ctx, nil)
 		if err == nil {
 			res.Node, res.GPUs, res.Placements = alloc.Node, alloc.GPUs, p.Placements
@@ -139,6 +170,96 @@ func Workflow(ctx workflow.Context, in Input) (Result, error) {
 	}
 	p.State = "failed"
 	return Result{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("job placed %d times", in.MaxPlacements)+" and lost each time: "+p.Reason, "TooManyPlacements", nil)
+}
+
+// runGang runs every role instance of a placed work on its node at once.
+// The first instance to fail stops the others and fails the job; a lost
+// node stops them too and names the node, so the whole gang is placed
+// again (all-or-nothing, like its placement).
+func runGang(ctx workflow.Context, in Input, id string, alloc cluster.Allocation, p *Progress) (Result, string, error) {
+	gctx, stop := workflow.WithCancel(ctx)
+	p.Instances = make([]Instance, len(alloc.Assignments))
+	futures := make([]workflow.Future, len(alloc.Assignments))
+	for i, a := range alloc.Assignments {
+		p.Instances[i] = Instance{Assigned: a, State: "running"}
+		runCtx := workflow.WithActivityOptions(gctx, workflow.ActivityOptions{
+			TaskQueue:              a.Queue,
+			ScheduleToStartTimeout: 30 * time.Second,
+			StartToCloseTimeout:    24 * time.Hour,
+			HeartbeatTimeout:       10 * time.Second,
+			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+		})
+		futures[i] = workflow.ExecuteActivity(runCtx, (*AgentActivities).RunProcess, instanceProcess(in, a))
+	}
+	var failed error
+	lost := ""
+	sel := workflow.NewSelector(ctx)
+	for i := range futures {
+		sel.AddFuture(futures[i], func(f workflow.Future) {
+			inst := &p.Instances[i]
+			var res Result
+			err := f.Get(ctx, &res)
+			inst.ExitCode, inst.Output = res.ExitCode, res.Output
+			var app *temporal.ApplicationError
+			switch {
+			case err == nil:
+				inst.State = "done"
+				return
+			case temporal.IsCanceledError(err):
+				inst.State = "stopped"
+				return
+			case errors.As(err, &app) && app.Type() == ErrProcessFailed:
+				inst.State, inst.Error = "failed", app.Message()
+				if failed == nil {
+					failed = fmt.Errorf("%s#%d on %s: %w", inst.Role, inst.Instance, inst.Node, err)
+				}
+			default:
+				inst.State, inst.Error = "failed", reason(err)
+				if lost == "" && failed == nil {
+					lost = inst.Node
+				}
+			}
+			stop() // all-or-nothing: the rest of the gang stops too
+		})
+	}
+	for range futures {
+		sel.Select(ctx)
+	}
+	_ = workflow.SignalExternalWorkflow(ctx, cluster.WorkflowID(in.Cluster), "", cluster.SignalRelease, cluster.Release{JobID: id}).Get(ctx, nil)
+	res := Result{Node: alloc.Node, GPUs: alloc.GPUs, Placements: p.Placements, Instances: p.Instances}
+	switch {
+	case failed != nil:
+		p.State, p.Reason = "failed", failed.Error()
+		return res, "", temporal.NewNonRetryableApplicationError(failed.Error(), ErrProcessFailed, nil)
+	case lost != "":
+		p.State, p.Reason = "waiting", "node "+lost+" lost part of the job; placing the whole job again"
+		return res, lost, nil
+	}
+	p.State = "done"
+	return res, "", nil
+}
+
+// instanceProcess is one instance's process: its role's command (or the
+// job's), and environment saying who it is and how much it may take on.
+func instanceProcess(in Input, a cluster.Assigned) ProcessInput {
+	cmd := in.Command
+	env := map[string]string{}
+	for k, v := range in.Env {
+		env[k] = v
+	}
+	for _, r := range in.Work.Roles {
+		if r.Name != a.Role {
+			continue
+		}
+		if len(r.Command) > 0 {
+			cmd = r.Command
+		}
+		if r.MaxConcurrency > 0 {
+			env["TRAINYARD_MAX_CONCURRENCY"] = fmt.Sprint(r.MaxConcurrency)
+		}
+	}
+	env["TRAINYARD_ROLE"], env["TRAINYARD_INSTANCE"] = a.Role, fmt.Sprint(a.Instance)
+	return ProcessInput{Command: cmd, Env: env, GPUs: a.GPUs}
 }
 
 func reason(err error) string {

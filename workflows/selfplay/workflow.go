@@ -11,6 +11,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/selfplay/elo"
 	"github.com/trainyard/trainyard/internal/selfplay/schedule"
+	"github.com/trainyard/trainyard/internal/workspec"
 	"github.com/trainyard/trainyard/workflows/cluster"
 	"github.com/trainyard/trainyard/workflows/job"
 )
@@ -378,7 +379,8 @@ func (l *loop) allocate(ctx workflow.Context) error {
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
 	for {
-		req := cluster.AllocateRequest{JobID: l.jobID(), CPUs: l.set.CPUs, GPUs: l.set.GPUs, MemoryMB: l.set.MemoryMB}
+		ws := l.work()
+		req := cluster.AllocateRequest{JobID: l.jobID(), CPUs: l.set.CPUs, GPUs: l.set.GPUs, MemoryMB: l.set.MemoryMB, Work: &ws}
 		if l.exclude != "" {
 			req.Exclude = []string{l.exclude}
 		}
@@ -401,6 +403,20 @@ func (l *loop) allocate(ctx workflow.Context) error {
 			return err
 		}
 	}
+}
+
+// work is the loop's work description: self-play of its game config.
+func (l *loop) work() workspec.Spec {
+	return SelfPlayWork(l.jobID(), l.in.Config, l.set)
+}
+
+// SelfPlayWork is the work description of one self-play allocation (a
+// generation, or a queued work item): kind selfplay, keyed by the game
+// config for quotas and board→VRAM routing.
+func SelfPlayWork(id, config string, set Settings) workspec.Spec {
+	set = set.WithDefaults()
+	return workspec.Spec{Name: id, Kind: workspec.KindSelfPlay, Config: config,
+		Roles: []workspec.Role{{Name: workspec.RoleSelfPlay, Count: 1, CPUs: set.CPUs, GPUs: float64(set.GPUs), MemoryMB: set.MemoryMB}}}
 }
 
 // release gives the node back (disconnected: a cancelled loop too).

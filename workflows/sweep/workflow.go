@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/trainyard/trainyard/internal/training"
+	"github.com/trainyard/trainyard/internal/workspec"
 	"github.com/trainyard/trainyard/workflows/cluster"
 	"github.com/trainyard/trainyard/workflows/job"
 	"github.com/trainyard/trainyard/workflows/pluginrun"
@@ -226,7 +227,7 @@ func runTrial(ctx workflow.Context, in Input, t *Trial) {
 		opts.TypedSearchAttributes = temporal.NewSearchAttributes(pluginrun.SearchAttribute.ValueSet(in.Plugins))
 	}
 	f := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), train.Name, train.Input{
-		RunID: t.RunID, Spec: spec, EnvPlugin: in.EnvPlugin, RewardPlugin: in.RewardPlugin,
+		RunID: t.RunID, Spec: spec, EnvPlugin: in.EnvPlugin, RewardPlugin: in.RewardPlugin, SweepTrial: true,
 	})
 	if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		if reserved {
@@ -274,7 +275,7 @@ func reserve(ctx workflow.Context, spec training.Spec, share float64, t *Trial) 
 	for {
 		var a cluster.Allocation
 		err := workflow.ExecuteActivity(actx, (*job.Activities).Allocate, job.AllocateInput{Cluster: spec.Cluster, Request: cluster.AllocateRequest{
-			JobID: t.RunID, CPUs: spec.CPUs, MemoryMB: spec.MemoryMB, GPUShare: share,
+			JobID: t.RunID, CPUs: spec.CPUs, MemoryMB: spec.MemoryMB, GPUShare: share, Work: trialWork(spec, share, t.RunID),
 		}}).Get(ctx, &a)
 		if err == nil {
 			return a, nil
@@ -303,6 +304,14 @@ func reserve(ctx workflow.Context, spec training.Spec, share float64, t *Trial) 
 		}
 		wait = min(2*wait, 30*time.Second)
 	}
+}
+
+// trialWork is a trial's work description: its trainer with share of one
+// GPU, kind sweep-trial (a trial is training, but one of many at once).
+func trialWork(spec training.Spec, share float64, runID string) *workspec.Spec {
+	ws := spec.TrainerWork(runID, workspec.KindSweepTrial)
+	ws.Roles[0].GPUs = share
+	return &ws
 }
 
 // release gives back a reservation whose trial never started.

@@ -171,7 +171,8 @@ func (f *fleet) allocate(ctx workflow.Context, in Input, spec training.Spec, p *
 				busy = append(busy, o.Node)
 			}
 		}
-		req := cluster.AllocateRequest{JobID: rolloutJobID(in.RunID, w), CPUs: spec.RolloutCPUs, MemoryMB: spec.MemoryMB, Exclude: busy}
+		ws := spec.RolloutWork(rolloutJobID(in.RunID, w))
+		req := cluster.AllocateRequest{JobID: rolloutJobID(in.RunID, w), CPUs: spec.RolloutCPUs, MemoryMB: spec.MemoryMB, Exclude: busy, Work: &ws}
 		var a cluster.Allocation
 		err := workflow.ExecuteActivity(actx, (*job.Activities).Allocate, job.AllocateInput{Cluster: spec.Cluster, Request: req}).Get(ctx, &a)
 		if err != nil && len(busy) > 0 && ctx.Err() == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/training"
+	"github.com/trainyard/trainyard/internal/workspec"
 	"github.com/trainyard/trainyard/workflows/cluster"
 	"github.com/trainyard/trainyard/workflows/job"
 )
@@ -53,6 +54,9 @@ type Input struct {
 	// Endpoints are the definitions of the inference endpoints the spec
 	// grants (resolved against the cluster at submission).
 	Endpoints []inference.Endpoint `json:"endpoints,omitempty"`
+	// SweepTrial: a sweep started the run as one of its trials (placed as
+	// kind sweep-trial).
+	SweepTrial bool `json:"sweep_trial,omitempty"`
 }
 
 // RunControl is the payload of SignalControl.
@@ -354,7 +358,7 @@ func allocate(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress
 	for {
 		var a cluster.Allocation
 		err := workflow.ExecuteActivity(actx, (*job.Activities).Allocate, job.AllocateInput{Cluster: spec.Cluster, Request: cluster.AllocateRequest{
-			JobID: in.RunID, CPUs: spec.CPUs, GPUs: spec.GPUs, MemoryMB: spec.MemoryMB, Exclude: avoid,
+			JobID: in.RunID, CPUs: spec.CPUs, GPUs: spec.GPUs, MemoryMB: spec.MemoryMB, Exclude: avoid, Work: trainerWork(in, spec),
 		}}).Get(ctx, &a)
 		if err == nil {
 			return a, nil
@@ -389,6 +393,17 @@ func allocate(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress
 			return a, err
 		}
 	}
+}
+
+// trainerWork is the trainer's work description; a sweep's trial keeps
+// the kind it was reserved under.
+func trainerWork(in Input, spec training.Spec) *workspec.Spec {
+	kind := workspec.KindTraining
+	if in.SweepTrial {
+		kind = workspec.KindSweepTrial
+	}
+	ws := spec.TrainerWork(in.RunID, kind)
+	return &ws
 }
 
 func reason(err error) string {

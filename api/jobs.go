@@ -1,0 +1,88 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/client"
+
+	"github.com/trainyard/trainyard/internal/auth"
+	"github.com/trainyard/trainyard/internal/workspec"
+	"github.com/trainyard/trainyard/workflows"
+	"github.com/trainyard/trainyard/workflows/job"
+)
+
+// workJobInput is a job described as work: roles with counts, resources,
+// colocation groups, strategy, affinity and each role's command.
+type workJobInput struct {
+	Body struct {
+		Cluster string `json:"cluster" minLength:"1" maxLength:"63" doc:"Cluster whose nodes run it."`
+		workspec.Spec
+		Command         []string          `json:"command,omitempty" doc:"The command of roles that name none."`
+		Env             map[string]string `json:"env,omitempty" doc:"Extra environment for every instance (the rest is a minimal allow-list; TRAINYARD_ROLE, TRAINYARD_INSTANCE and TRAINYARD_MAX_CONCURRENCY are set per instance)."`
+		InfeasibleGrace string            `json:"infeasible_grace,omitempty" maxLength:"20" doc:"How long a job no node could ever take waits for the cluster to change before it fails (e.g. 5m, the default)."`
+	}
+}
+
+func (s *Server) registerWorkJobs() {
+	o := op(http.MethodPost, "/v1/jobs", "submit-work-job",
+		"Run a job described as work: its roles are admitted with the live usage, placed all-or-nothing as one gang (groups, strategy, affinity), and each instance runs its role's command", auth.Operator, "jobs")
+	o.DefaultStatus = http.StatusCreated
+	huma.Register(s.API, o, s.submitWorkJob)
+}
+
+func (s *Server) submitWorkJob(ctx context.Context, in *workJobInput) (*workflowRefOutput, error) {
+	b := &in.Body
+	ws := b.Spec
+	if ws.Kind == "" {
+		ws.Kind = workspec.KindJob
+	}
+	id := "job-" + uuid.NewString()
+	if ws.Name == "" {
+		ws.Name = id[:12]
+	}
+	ws.ApplyDefaults()
+	if err := ws.Validate(); err != nil {
+		return nil, workspecErrors(err)
+	}
+	for i, r := range ws.Roles {
+		if len(r.Command) == 0 && len(b.Command) == 0 {
+			return nil, huma.Error422UnprocessableEntity("invalid job", &huma.ErrorDetail{Location: fmt.Sprintf("body.roles[%d].command", i), Message: "role " + r.Name + " has no command, and the job names no default command"})
+		}
+	}
+	grace, err := optDuration("body.infeasible_grace", b.InfeasibleGrace)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.clusterStatus(ctx, b.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.preflight(ctx, st, id, "job", ws); err != nil {
+		return nil, err
+	}
+	run, err := s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue,
+		Memo: map[string]any{"cluster": b.Cluster, "name": ws.Name}},
+		job.Name, job.Input{Cluster: b.Cluster, Command: b.Command, Env: b.Env, Work: &ws, InfeasibleGrace: grace})
+	if err != nil {
+		return nil, temporalErr("submit job", err)
+	}
+	return &workflowRefOutput{Body: WorkflowRef{WorkflowID: run.GetID(), RunID: run.GetRunID()}}, nil
+}
+
+// workspecErrors is a 422 naming every bad field of a work description.
+func workspecErrors(err error) error {
+	var fes workspec.FieldErrors
+	if !errors.As(err, &fes) {
+		return huma.Error422UnprocessableEntity("invalid job", &huma.ErrorDetail{Location: "body", Message: err.Error()})
+	}
+	details := make([]error, len(fes))
+	for i, fe := range fes {
+		details[i] = &huma.ErrorDetail{Location: "body." + fe.Field, Message: fe.Message}
+	}
+	return huma.Error422UnprocessableEntity("invalid job", details...)
+}
