@@ -18,9 +18,9 @@ type usageInput struct {
 	Cluster string `query:"cluster" required:"true" maxLength:"63" doc:"The cluster whose ledger to sum."`
 }
 
-// Usage is a cluster's usage ledger summed over the quota window, the
+// UsageReport is a cluster's usage ledger summed over the quota window, the
 // quota state admission reads, and the queue.
-type Usage struct {
+type UsageReport struct {
 	Cluster string `json:"cluster"`
 	ledger.Summary
 	// Quotas is what admission sees: Tier-1 capacity of the window and
@@ -40,7 +40,7 @@ type ConfigQuota struct {
 }
 
 type usageOutput struct {
-	Body Usage
+	Body UsageReport
 }
 
 func (s *Server) registerUsage() {
@@ -57,7 +57,7 @@ func (s *Server) getUsage(ctx context.Context, in *usageInput) (*usageOutput, er
 	p := s.d.Admission.Engine().Params()
 	sum := st.Usage(p)
 	q := policy.UsageFromLedger(p, st.SchedulerNodes(), sum)
-	out := &usageOutput{Body: Usage{Cluster: in.Cluster, Summary: sum, Tier1CapacitySeconds: q.Tier1CapacitySeconds, Queue: append([]cluster.QueueItem{}, st.Queue...)}}
+	out := &usageOutput{Body: UsageReport{Cluster: in.Cluster, Summary: sum, Tier1CapacitySeconds: q.Tier1CapacitySeconds, Queue: append([]cluster.QueueItem{}, st.Queue...)}}
 	configs := map[string]bool{}
 	for c := range sum.GPUSecondsByConfig {
 		configs[c] = true

@@ -281,6 +281,9 @@ func addRunSpecFlags(f *pflag.FlagSet, spec *training.Spec, target *float64, hyp
 	f.Float64Var(&spec.CPUs, "cpus", 0, "CPUs the trainer reserves (default: workers)")
 	f.Int64Var(&spec.MemoryMB, "memory-mb", 0, "memory the trainer reserves (default 512)")
 	f.StringArrayVar(hyper, "set", nil, "PPO hyper-parameter name=value (repeatable)")
+	// Not --config: that is the global config-file flag.
+	f.StringVar(&spec.Config, "quota-config", "", "quota key, e.g. a game config (hexagonal_2p): config quotas and one training per config apply")
+	f.IntVar(&spec.Priority, "priority", 0, "higher places first among waiting work")
 }
 
 func getRun(ctx context.Context, c *apiclient.Client, id string) (api.Run, error) {

@@ -13,8 +13,8 @@ import (
 	"github.com/trainyard/trainyard/internal/policy/params"
 )
 
-// Record is one role instance's hold on a node. End is zero while it runs.
-type Record struct {
+// Entry is one role instance's hold on a node. End is zero while it runs.
+type Entry struct {
 	WorkID   string `json:"work_id"`
 	Config   string `json:"config,omitempty"`
 	Kind     string `json:"kind"`
@@ -30,18 +30,18 @@ type Record struct {
 }
 
 // Running says whether the record is still open.
-func (r Record) Running() bool { return r.End.IsZero() }
+func (r Entry) Running() bool { return r.End.IsZero() }
 
 // Book is the records of one cluster, oldest first.
 type Book struct {
-	Records []Record `json:"records,omitempty"`
+	Records []Entry `json:"records,omitempty"`
 }
 
 // MaxRecords bounds the book: the oldest ended records go first.
 const MaxRecords = 2000
 
 // Open adds records (one per placed role instance).
-func (b *Book) Open(rs ...Record) { b.Records = append(b.Records, rs...) }
+func (b *Book) Open(rs ...Entry) { b.Records = append(b.Records, rs...) }
 
 // Close ends the open records of a work (released), or of every work on a
 // node (the node died) when node is set.

@@ -45,10 +45,10 @@ type provView struct {
 func newPlaceCtx(w *Work, p *params.Params, c *cluster) *placeCtx {
 	s := &w.Spec
 	ctx := &placeCtx{work: w, pref: p.Preference(s.Kind), tiers: s.Tiers, cl: c,
-		training: s.Kind == workspec.KindTraining, provs: make([]provView, len(c.provs))}
+		training: workspec.Trains(s.Kind), provs: make([]provView, len(c.provs))}
 	if len(ctx.tiers) == 0 {
 		switch s.Kind {
-		case workspec.KindTraining:
+		case workspec.KindTraining, workspec.KindSweepTrial:
 			ctx.tiers = []int{1, 2}
 		case workspec.KindEvaluation:
 			ctx.tiers = []int{2}

@@ -266,7 +266,7 @@ type Status struct {
 	// them, outside the workflow.
 	Endpoints []inference.Endpoint `json:"endpoints,omitempty" doc:"Inference endpoints the spec declares (docs/llm.md)."`
 	// Ledger is the usage ledger's records (see GET /v1/usage for sums).
-	Ledger []ledger.Record `json:"ledger,omitempty" doc:"Usage records: which work held which node's GPUs, from when to when."`
+	Ledger []ledger.Entry `json:"ledger,omitempty" doc:"Usage records: which work held which node's GPUs, from when to when."`
 	// Queue is the work waiting for a placement, in the order it is tried.
 	Queue []QueueItem `json:"queue,omitempty" doc:"Work waiting for a placement, in scheduling order, each with its reason."`
 	// Now is the workflow's time of the answer (usage sums end there).

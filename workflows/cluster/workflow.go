@@ -534,7 +534,7 @@ func (c *controller) commit(now time.Time, w scheduler.Work, req AllocateRequest
 		}
 		n.Allocated[key] = u
 		n.Health = Healthy
-		c.st.Ledger.Open(ledger.Record{
+		c.st.Ledger.Open(ledger.Entry{
 			WorkID: w.ID, Config: w.Spec.Config, Kind: w.Spec.Kind, Role: a.Role, Node: a.Node, Provider: n.Spec.Provider,
 			NodeVRAMMB: n.Reported.TotalVRAMMB(), GPUs: held, Start: now,
 		})
