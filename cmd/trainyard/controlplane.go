@@ -124,7 +124,9 @@ func startWorker(c client.Client, store *objstore.Store, rt *plugins.Runtime, al
 	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{Identity: identity})
 	workflows.Register(w, workflows.Deps{Store: store, Plugins: rt, Client: c, Identity: identity,
 		Provisioners: provs, Launch: al.launch, Params: func() params.Params { return adm.Engine().Params() },
-		Decide: func(ctx context.Context, in policy.Input) (policy.Decision, error) { return adm.Engine().Decide(ctx, in) }})
+		Decide: func(ctx context.Context, in policy.Input) (policy.Decision, error) {
+			return adm.Engine().Decide(ctx, in)
+		}})
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start control worker: %w", err)
 	}
