@@ -50,6 +50,11 @@ type dryRunOutput struct {
 	}
 }
 
+type dryRunInput struct {
+	Cluster string `query:"cluster" maxLength:"63" doc:"Also decide this cluster's queued work on its live usage (it replaces the same work's recorded submission)."`
+	Body    policy.Bundle
+}
+
 type decisionsInput struct {
 	After int64 `query:"after" minimum:"0" doc:"Only decisions with a larger sequence number."`
 	Limit int   `query:"limit" minimum:"1" maximum:"1000" default:"100"`
@@ -102,9 +107,20 @@ func (s *Server) registerPolicies() {
 		})
 
 	huma.Register(s.API, op(http.MethodPost, "/v1/policies/dry-run", "dry-run-policies",
-		"Evaluate a proposed bundle against recent submissions: which decisions would change and why", auth.Operator, "policies"),
-		func(ctx context.Context, in *bundleInput) (*dryRunOutput, error) {
-			changes, n, err := s.d.Admission.DryRun(ctx, in.Body, nil)
+		"Evaluate a proposed bundle against recent submissions and, with cluster, that cluster's queue on its live usage: which decisions would change and why", auth.Operator, "policies"),
+		func(ctx context.Context, in *dryRunInput) (*dryRunOutput, error) {
+			var live []admission.Submission
+			if in.Cluster != "" {
+				st, err := s.clusterStatus(ctx, in.Cluster)
+				if err != nil {
+					return nil, err
+				}
+				p := s.d.Admission.Engine().Params()
+				for _, q := range st.Queue {
+					live = append(live, admission.Submission{WorkID: q.WorkID, Input: st.AdmissionInput(p, q.WorkID, workspec.Spec(q.Work))})
+				}
+			}
+			changes, n, err := s.d.Admission.DryRun(ctx, in.Body, live)
 			if err != nil {
 				return nil, bundleErr(err, nil)
 			}

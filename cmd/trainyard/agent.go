@@ -30,6 +30,7 @@ type agentOptions struct {
 	cluster   string
 	node      string
 	gpus      string
+	cpus      float64
 	workDir   string
 	heartbeat time.Duration
 	metrics   string
@@ -57,6 +58,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.cluster, "cluster", "", "cluster name (required)")
 	f.StringVar(&o.node, "node", "", "this node's name in the cluster spec (required)")
+	f.Float64Var(&o.cpus, "cpus", 0, "CPUs to offer instead of the detected ones (local agents sharing one machine each offer their spec's)")
 	f.StringVar(&o.gpus, "gpus", "", `GPUs instead of nvidia-smi: "0:TITAN X:12GB,1:GTX 1080 Ti:11GB", "2xA100:80GB" or "none"`)
 	f.StringVar(&o.workDir, "work-dir", "", "where job processes start (default: the agent's state dir, else the current dir)")
 	f.DurationVar(&o.heartbeat, "heartbeat-interval", 5*time.Second, "how often to report to the cluster")
@@ -95,6 +97,9 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 	res, err := detect.Detect(ctx, dopts)
 	if err != nil {
 		return fmt.Errorf("agent %s: detect resources: %w", o.node, err)
+	}
+	if o.cpus > 0 {
+		res.CPUs = o.cpus
 	}
 	// Per-GPU utilisation and memory on /metrics (and OTLP), read from
 	// nvidia-smi at most every 5 s however often it is scraped.

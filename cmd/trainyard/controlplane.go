@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -88,6 +89,9 @@ func (a agentLaunch) launch(clusterName string, node spec.Node, secret string, h
 			desc = "none"
 		}
 		args = append(args, "--gpus", desc)
+		if node.Resources.CPUs > 0 {
+			args = append(args, "--cpus", strconv.FormatFloat(node.Resources.CPUs, 'f', -1, 64))
+		}
 	}
 	if node.PreemptionNotice != "" {
 		args = append(args, "--preemption-notice", node.PreemptionNotice)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"text/tabwriter"
@@ -61,15 +62,20 @@ func newPolicyCmd() *cobra.Command {
 		},
 	}
 
+	var dryCluster string
 	dry := &cobra.Command{
-		Use: "dry-run DIR", Short: "Show which recent submissions a bundle would decide differently, and why", Args: cobra.ExactArgs(1),
+		Use: "dry-run DIR [--cluster NAME]", Short: "Show which recent submissions (and, with --cluster, which queued work on today's usage) a bundle would decide differently, and why", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var out struct {
 				Revision  string          `json:"revision"`
 				Evaluated int             `json:"evaluated"`
 				Changes   []policy.Change `json:"changes"`
 			}
-			if err := send(cmd, args[0], http.MethodPost, "/v1/policies/dry-run", &out); err != nil {
+			path := "/v1/policies/dry-run"
+			if dryCluster != "" {
+				path += "?cluster=" + url.QueryEscape(dryCluster)
+			}
+			if err := send(cmd, args[0], http.MethodPost, path, &out); err != nil {
 				return err
 			}
 			return cf.print(os.Stdout, out, func(w *tabwriter.Writer) {
@@ -86,6 +92,8 @@ func newPolicyCmd() *cobra.Command {
 			})
 		},
 	}
+
+	dry.Flags().StringVar(&dryCluster, "cluster", "", "also decide this cluster's queued work on its live usage")
 
 	push := &cobra.Command{
 		Use: "push DIR", Short: "Replace the bundle in force (refused unless it compiles and its tests pass)", Args: cobra.ExactArgs(1),

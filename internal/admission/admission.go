@@ -248,8 +248,20 @@ func (s *Service) Decisions(after int64, limit int) []policy.LogEntry {
 // DryRun evaluates proposed against the recent submissions (plus extra)
 // and returns those whose decision would change, with why.
 func (s *Service) DryRun(ctx context.Context, proposed policy.Bundle, extra []Submission) ([]policy.Change, int, error) {
+	// extra (the live queue, decided on today's usage) replaces a recent
+	// submission of the same work.
+	live := map[string]bool{}
+	for _, it := range extra {
+		live[it.WorkID] = true
+	}
 	s.mu.RLock()
-	items := append(append([]Submission{}, s.recent...), extra...)
+	var items []Submission
+	for _, it := range s.recent {
+		if !live[it.WorkID] {
+			items = append(items, it)
+		}
+	}
+	items = append(items, extra...)
 	current := s.engine.Bundle()
 	s.mu.RUnlock()
 	inputs := make([]policy.Input, len(items))

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/trainyard/trainyard/internal/ledger"
@@ -92,6 +93,18 @@ func UsageFromLedger(p params.Params, nodes []scheduler.Node, sum ledger.Summary
 // waits (in the cluster's queue, with the rule as its reason) until usage
 // changes, instead of being refused.
 var UsageRules = []string{"config_quota", "one_training_per_config"}
+
+// UsageViolations are d's violations of usage rules, as one line (empty
+// when there are none).
+func (d Decision) UsageViolations() string {
+	var parts []string
+	for _, v := range d.Violations {
+		if slices.Contains(UsageRules, v.Rule) {
+			parts = append(parts, v.Rule+": "+v.Reason)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
 
 // WaitsOnUsage says whether d denies only by usage rules.
 func (d Decision) WaitsOnUsage() bool {

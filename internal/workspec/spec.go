@@ -61,8 +61,10 @@ var Strategies = []Strategy{Pack, Spread, StrictPack, StrictSpread}
 
 // Spec is one submission.
 type Spec struct {
-	Name string `json:"name" yaml:"name"`
-	Kind string `json:"kind" yaml:"kind"`
+	// Name and Kind may be left out of a job submission (required:false
+	// for the API's schema): the job id and "job" fill them.
+	Name string `json:"name" yaml:"name" required:"false"`
+	Kind string `json:"kind" yaml:"kind" required:"false"`
 	// Config is the game configuration (hexagonal_4p, square8_2p, zelda);
 	// quotas and one-training-per-config key on it.
 	Config string `json:"config,omitempty" yaml:"config,omitempty"`
@@ -213,6 +215,14 @@ func (s *Spec) ApplyDefaults() {
 			s.Roles[i].Count = 1
 		}
 	}
+}
+
+// Role is the role of that name (the zero Role when there is none).
+func (s *Spec) Role(name string) Role {
+	if r := s.role(name); r != nil {
+		return *r
+	}
+	return Role{}
 }
 
 // HasRole reports whether a role of that name exists.

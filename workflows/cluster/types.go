@@ -284,7 +284,14 @@ type QueueItem struct {
 	WaitingSeconds    int64     `json:"waiting_seconds"`
 	Reason            string    `json:"reason"`
 	Policy            bool      `json:"policy,omitempty" doc:"Held by an admission rule on the live usage (quota, one training per config), not by capacity."`
+	// Work is the queued work description (a policy dry-run decides it
+	// again).
+	Work QueuedWork `json:"work"`
 }
+
+// QueuedWork is a queued work description (its own name in the API's
+// schema, where training runs have a Spec too).
+type QueuedWork workspec.Spec
 
 // waiting is a queued work as the workflow keeps it.
 type waiting struct {

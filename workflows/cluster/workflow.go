@@ -622,7 +622,7 @@ func (c *controller) queue(now time.Time) []QueueItem {
 		w := c.st.Queue[it.ID]
 		out = append(out, QueueItem{
 			WorkID: it.ID, Kind: w.Work.Kind, Config: w.Work.Config, Priority: it.Priority, EffectivePriority: it.EffectivePriority,
-			Since: w.Since, WaitingSeconds: int64(it.Waited.Seconds()), Reason: w.Reason, Policy: w.Policy,
+			Since: w.Since, WaitingSeconds: int64(it.Waited.Seconds()), Reason: w.Reason, Policy: w.Policy, Work: QueuedWork(w.Work),
 		})
 	}
 	return out

@@ -70,8 +70,10 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (alloc clus
 	return alloc, err
 }
 
-// admit decides the work on the cluster's live usage; a denial is why the
-// work waits (every rule and reason).
+// admit decides the work on the cluster's live usage; a usage rule's
+// denial is why the work waits. The other rules were decided at submission,
+// and whether the work fits now is the scheduler's to say (with a reason
+// per node), so they do not hold it here.
 func (a *Activities) admit(ctx context.Context, in AllocateInput) (string, error) {
 	v, err := a.Client.QueryWorkflow(ctx, cluster.WorkflowID(in.Cluster), "", cluster.QueryStatus)
 	if err != nil {
@@ -89,10 +91,7 @@ func (a *Activities) admit(ctx context.Context, in AllocateInput) (string, error
 	if err != nil {
 		return "", fmt.Errorf("admission of %s: %w", in.Request.JobID, err)
 	}
-	if d.Allow {
-		return "", nil
-	}
-	return d.Summary(), nil
+	return d.UsageViolations(), nil
 }
 
 // AgentActivities run on a node's agent.

@@ -57,6 +57,9 @@ type Result struct {
 type Instance struct {
 	cluster.Assigned
 	State    string `json:"state" enum:"running,done,failed,stopped"`
+	// MaxConcurrency is its role's limit on concurrent work (env, requests)
+	// in the instance, handed to it as TRAINYARD_MAX_CONCURRENCY.
+	MaxConcurrency int `json:"max_concurrency,omitempty" doc:"Its role's limit on concurrent work in the instance (TRAINYARD_MAX_CONCURRENCY)."`
 	ExitCode int    `json:"exit_code"`
 	Output   string `json:"output,omitempty" doc:"The last lines it printed."`
 	Error    string `json:"error,omitempty"`
@@ -181,7 +184,8 @@ func runGang(ctx workflow.Context, in Input, id string, alloc cluster.Allocation
 	p.Instances = make([]Instance, len(alloc.Assignments))
 	futures := make([]workflow.Future, len(alloc.Assignments))
 	for i, a := range alloc.Assignments {
-		p.Instances[i] = Instance{Assigned: a, State: "running"}
+		proc := instanceProcess(in, a)
+		p.Instances[i] = Instance{Assigned: a, State: "running", MaxConcurrency: in.Work.Role(a.Role).MaxConcurrency}
 		runCtx := workflow.WithActivityOptions(gctx, workflow.ActivityOptions{
 			TaskQueue:              a.Queue,
 			ScheduleToStartTimeout: 30 * time.Second,
@@ -189,7 +193,7 @@ func runGang(ctx workflow.Context, in Input, id string, alloc cluster.Allocation
 			HeartbeatTimeout:       10 * time.Second,
 			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 		})
-		futures[i] = workflow.ExecuteActivity(runCtx, (*AgentActivities).RunProcess, instanceProcess(in, a))
+		futures[i] = workflow.ExecuteActivity(runCtx, (*AgentActivities).RunProcess, proc)
 	}
 	var failed error
 	lost := ""
@@ -247,16 +251,12 @@ func instanceProcess(in Input, a cluster.Assigned) ProcessInput {
 	for k, v := range in.Env {
 		env[k] = v
 	}
-	for _, r := range in.Work.Roles {
-		if r.Name != a.Role {
-			continue
-		}
-		if len(r.Command) > 0 {
-			cmd = r.Command
-		}
-		if r.MaxConcurrency > 0 {
-			env["TRAINYARD_MAX_CONCURRENCY"] = fmt.Sprint(r.MaxConcurrency)
-		}
+	r := in.Work.Role(a.Role)
+	if len(r.Command) > 0 {
+		cmd = r.Command
+	}
+	if r.MaxConcurrency > 0 {
+		env["TRAINYARD_MAX_CONCURRENCY"] = fmt.Sprint(r.MaxConcurrency)
 	}
 	env["TRAINYARD_ROLE"], env["TRAINYARD_INSTANCE"] = a.Role, fmt.Sprint(a.Instance)
 	return ProcessInput{Command: cmd, Env: env, GPUs: a.GPUs}
