@@ -84,12 +84,12 @@ type Spec struct {
 // Role is one kind of process and how many instances run.
 type Role struct {
 	Name  string  `json:"name" yaml:"name"`
-	Count int     `json:"count" yaml:"count"`
-	CPUs  float64 `json:"cpus" yaml:"cpus"`
+	Count int     `json:"count" yaml:"count" required:"false" doc:"Instances (default 1)."`
+	CPUs  float64 `json:"cpus" yaml:"cpus" required:"false"`
 	// GPUs per instance; a fraction below 1 shares one device (0.25 → four
 	// instances per GPU), above 1 it must be whole.
 	GPUs     float64 `json:"gpus,omitempty" yaml:"gpus,omitempty"`
-	MemoryMB int64   `json:"memory_mb" yaml:"memory_mb"`
+	MemoryMB int64   `json:"memory_mb" yaml:"memory_mb" required:"false"`
 	// MinVRAMMB is a per-device floor on top of the board's.
 	MinVRAMMB      int    `json:"min_vram_mb,omitempty" yaml:"min_vram_mb,omitempty"`
 	MaxConcurrency int    `json:"max_concurrency,omitempty" yaml:"max_concurrency,omitempty"`

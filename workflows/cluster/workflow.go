@@ -451,7 +451,30 @@ func (c *controller) release(now time.Time, job string) {
 		}
 	}
 	delete(c.st.Queue, job)
+	c.liftHolds(job)
 	c.st.Ledger.Close(job, "", now)
+}
+
+// liftHolds: work of the released work's config that a usage rule held
+// (one training per config, its quota) may be allowed now. Until its next
+// request decides it again, it counts as waiting work that goes first, so
+// younger work does not take its place in the meantime.
+func (c *controller) liftHolds(job string) {
+	config, found := "", false
+	for _, r := range c.st.Ledger.Records {
+		if r.WorkID == job && r.Running() {
+			config, found = r.Config, true
+			break
+		}
+	}
+	if !found {
+		return
+	}
+	for _, w := range c.st.Queue {
+		if w.Policy && w.Work.Config == config {
+			w.Policy = false
+		}
+	}
 }
 
 // allocate places a work with the scheduler's pipeline (feasibility

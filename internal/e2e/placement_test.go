@@ -1,0 +1,301 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// placementDev starts `trainyard dev` and brings up the cluster described
+// by spec (local agents that describe their CPUs and GPUs); it waits
+// until every node is live.
+func placementDev(t *testing.T, name, spec string) *devProc {
+	t.Helper()
+	dir := t.TempDir()
+	dev := startDev(t, dir)
+	cli(t, dev, "cluster", "up", "-f", writeFile(t, name+".yaml", spec))
+	t.Cleanup(func() { killAgentsOf(dir) })
+	waitFor(t, func() bool {
+		var st clusterStatus
+		dev.call("GET", "/v1/clusters/"+name, dev.admin, nil, &st)
+		for _, n := range st.Nodes {
+			if n.Health != "Idle" && n.Health != "Healthy" {
+				return false
+			}
+		}
+		return len(st.Nodes) > 0
+	})
+	return dev
+}
+
+// gate is a command that runs until its stop file appears: tests end
+// work when they choose.
+type gate struct{ dir string }
+
+func (g gate) cmd(name string) []string {
+	return []string{"sh", "-c", "while [ ! -e " + filepath.Join(g.dir, name) + " ]; do sleep 0.2; done"}
+}
+
+func (g gate) open(t *testing.T, name string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(g.dir, name), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// workJob submits a job described as work (POST /v1/jobs) and returns its
+// id; body is the work description with its cluster.
+func workJob(t *testing.T, dev *devProc, body map[string]any) string {
+	t.Helper()
+	var ref struct {
+		WorkflowID string `json:"workflow_id"`
+	}
+	if code, _, raw := dev.call("POST", "/v1/jobs", dev.admin, body, &ref); code != http.StatusCreated {
+		t.Fatalf("submit job %v: %d %s", body, code, raw)
+	}
+	return ref.WorkflowID
+}
+
+// oneRole is a one-role work description on the cluster.
+func oneRole(cluster, kind, config string, gpus float64, cmd []string) map[string]any {
+	return map[string]any{"cluster": cluster, "kind": kind, "config": config, "command": cmd,
+		"roles": []any{map[string]any{"name": "main", "cpus": 0.5, "gpus": gpus, "memory_mb": 64}}}
+}
+
+type placedJob struct {
+	Status   string `json:"status"`
+	Progress struct {
+		State     string `json:"state"`
+		Node      string `json:"node"`
+		Reason    string `json:"reason"`
+		Instances []struct {
+			Role           string `json:"role"`
+			Instance       int    `json:"instance"`
+			Node           string `json:"node"`
+			State          string `json:"state"`
+			MaxConcurrency int    `json:"max_concurrency"`
+		} `json:"instances"`
+	} `json:"progress"`
+}
+
+func showJob(t *testing.T, dev *devProc, id string) placedJob {
+	t.Helper()
+	var j placedJob
+	if code, _, raw := dev.call("GET", "/v1/jobs/"+id, dev.admin, nil, &j); code != 200 {
+		t.Fatalf("job %s: %d %s", id, code, raw)
+	}
+	return j
+}
+
+// waitJob polls a job until cond holds (60 s), failing with its last view.
+func waitJob(t *testing.T, dev *devProc, id string, what string, cond func(placedJob) bool) placedJob {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		j := showJob(t, dev, id)
+		if cond(j) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s: not %s within 60s: %+v", id, what, j)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func running(j placedJob) bool { return j.Progress.State == "running" }
+
+type usageView struct {
+	GPUSecondsByProvider    map[string]float64 `json:"gpu_seconds_by_provider"`
+	GPUSecondsByKind        map[string]float64 `json:"gpu_seconds_by_kind"`
+	GPUSecondsByTier        map[string]float64 `json:"gpu_seconds_by_tier"`
+	RunningTrainingByConfig map[string]int     `json:"running_training_by_config"`
+	Quotas                  []struct {
+		Config     string  `json:"config"`
+		Tier1Share float64 `json:"tier1_share"`
+	} `json:"quotas"`
+	Queue []struct {
+		WorkID            string `json:"work_id"`
+		EffectivePriority int    `json:"effective_priority"`
+		Reason            string `json:"reason"`
+		Policy            bool   `json:"policy"`
+	} `json:"queue"`
+}
+
+const seed002Fleet = `
+name: fleet
+defaults:
+  provisioner: {kind: local}
+nodes:
+  - {name: vast-1, provider: vast, ephemeral: true, resources: {cpus: 4, gpus: "0:RTX 4090:24GB"}}
+  - {name: runpod-1, provider: runpod, resources: {cpus: 4, gpus: "1:H100:80GB"}}
+  - {name: nebius-1, provider: nebius, resources: {cpus: 4, gpus: "2:A40:48GB"}}
+`
+
+// TestSeed002FleetDecidesPlacement drives seed 002's rules through real
+// submissions: training avoids the cheap ephemeral node, self-play
+// prefers it, a hexagonal config goes to a ≥ 32 GB GPU, a second training
+// of a config waits for the first, the ledger shows the usage, a quota
+// change flips the queued work in a dry run and then holds it, and a
+// starved work passes fresher higher-priority work once boosted.
+func TestSeed002FleetDecidesPlacement(t *testing.T) {
+	dev := placementDev(t, "fleet", seed002Fleet)
+	g := gate{t.TempDir()}
+	node := func(id string) string { return waitJob(t, dev, id, "running", running).Progress.Node }
+
+	t1 := workJob(t, dev, oneRole("fleet", "training", "square8_2p", 1, g.cmd("t1")))
+	if n := node(t1); n != "runpod-1" {
+		t.Fatalf("training placed on %s, want runpod-1 (Tier 1, preferred; vast is ephemeral although cheapest)", n)
+	}
+	s1 := workJob(t, dev, oneRole("fleet", "selfplay", "hex8_2p", 1, g.cmd("s1")))
+	if n := node(s1); n != "vast-1" {
+		t.Fatalf("self-play placed on %s, want vast-1 (self-play prefers vast)", n)
+	}
+	h1 := workJob(t, dev, oneRole("fleet", "selfplay", "hexagonal_2p", 1, g.cmd("h1")))
+	if n := node(h1); n != "nebius-1" {
+		t.Fatalf("hexagonal self-play placed on %s, want nebius-1 (the only free GPU with >= 32 GB)", n)
+	}
+	t2 := workJob(t, dev, oneRole("fleet", "training", "square8_2p", 1, g.cmd("t2")))
+	waitJob(t, dev, t2, "waiting on one_training_per_config", func(j placedJob) bool {
+		return j.Progress.State == "waiting" && strings.Contains(j.Progress.Reason, "one_training_per_config")
+	})
+
+	// vast-1 frees up; a training of another config still will not take it.
+	g.open(t, "s1")
+	waitJob(t, dev, s1, "done", func(j placedJob) bool { return j.Status == "completed" })
+	t3 := workJob(t, dev, oneRole("fleet", "training", "square19_2p", 1, g.cmd("t3")))
+	j3 := waitJob(t, dev, t3, "waiting, vast-1 refused by provider", func(j placedJob) bool {
+		return j.Progress.State == "waiting" && strings.Contains(j.Progress.Reason, "provider vast (vast-1)")
+	})
+	time.Sleep(3 * time.Second) // it asks again every 2 s: still not on vast
+	if j3 = showJob(t, dev, t3); j3.Progress.State != "waiting" {
+		t.Fatalf("training took the ephemeral node: %+v", j3)
+	}
+
+	var u usageView
+	if code, _, raw := dev.call("GET", "/v1/usage?cluster=fleet", dev.admin, nil, &u); code != 200 {
+		t.Fatalf("usage: %d %s", code, raw)
+	}
+	if u.RunningTrainingByConfig["square8_2p"] != 1 || u.GPUSecondsByProvider["runpod"] <= 0 || u.GPUSecondsByProvider["vast"] <= 0 ||
+		u.GPUSecondsByKind["selfplay"] <= 0 || u.GPUSecondsByTier["1"] <= 0 {
+		t.Fatalf("usage ledger: %+v", u)
+	}
+	queued := map[string]bool{}
+	for _, q := range u.Queue {
+		queued[q.WorkID] = q.Policy
+	}
+	if held, ok := queued[t2]; !ok || !held {
+		t.Fatalf("queue should hold %s by policy: %+v", t2, u.Queue)
+	}
+	if out := cli(t, dev, "usage", "--cluster", "fleet"); !strings.Contains(out, "square8_2p") || !strings.Contains(out, "one_training_per_config") {
+		t.Fatalf("trainyard usage:\n%s", out)
+	}
+
+	// The first training ends: the second runs.
+	g.open(t, "t1")
+	if n := node(t2); n != "runpod-1" {
+		t.Fatalf("second training placed on %s, want runpod-1", n)
+	}
+
+	// Quota: square8 has Tier-1 time now. A proposed bundle with a tiny
+	// square8 quota flips the queued square8 self-play in a dry run over
+	// the live queue, and once pushed holds it with the rule named.
+	s2 := workJob(t, dev, map[string]any{"cluster": "fleet", "kind": "selfplay", "config": "square8_2p", "command": g.cmd("s2"),
+		"providers": map[string]any{"avoid": []string{"vast"}},
+		"roles":     []any{map[string]any{"name": "main", "cpus": 0.5, "gpus": 1, "memory_mb": 64}}})
+	waitJob(t, dev, s2, "waiting for a GPU", func(j placedJob) bool {
+		return j.Progress.State == "waiting" && strings.Contains(j.Progress.Reason, "gpu")
+	})
+	proposed := copyDir(t, "../../policies")
+	editFile(t, filepath.Join(proposed, "data.json"), func(s string) string {
+		s = strings.Replace(s, `"square8_*": 0.10`, `"square8_*": 0.0000001`, 1)
+		return strings.Replace(s, `"boost_after_seconds": 14400`, `"boost_after_seconds": 3`, 1)
+	})
+	editFile(t, filepath.Join(proposed, "quotas_test.rego"), func(s string) string {
+		s = strings.Replace(s, `{"config": "square8_3p", "quota": 0.10}`, `{"config": "square8_3p", "quota": 0.0000001}`, 1)
+		return strings.NewReplacer(`"waiting": 14399`, `"waiting": 2`, `"waiting": 14400`, `"waiting": 3`).Replace(s)
+	})
+	var dry struct {
+		Changes []dryChange `json:"changes"`
+	}
+	out := cli(t, dev, "policy", "dry-run", proposed, "--cluster", "fleet", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &dry); err != nil {
+		t.Fatal(err, out)
+	}
+	flipped := slices.ContainsFunc(dry.Changes, func(c dryChange) bool {
+		return c.WorkID == s2 && c.Before.Allow && !c.After.Allow && len(c.Added) > 0 && c.Added[0].Rule == "config_quota"
+	})
+	if !flipped {
+		t.Fatalf("dry run over the live queue should flip %s by config_quota: %s", s2, out)
+	}
+	cli(t, dev, "policy", "push", proposed)
+	waitJob(t, dev, s2, "held by config_quota", func(j placedJob) bool {
+		return j.Progress.State == "waiting" && strings.Contains(j.Progress.Reason, "config_quota")
+	})
+
+	// nebius frees up: the held square8 self-play does not take it, the
+	// waiting training does (never vast).
+	g.open(t, "h1")
+	if n := node(t3); n != "nebius-1" {
+		t.Fatalf("training placed on %s, want nebius-1", n)
+	}
+
+	// Starvation: a starved priority-0 work passes a fresher priority-50
+	// one once its boost (100 after 3 s in the pushed bundle) applies.
+	avoidVast := func(prio int, name string) map[string]any {
+		return map[string]any{"cluster": "fleet", "priority": prio, "command": g.cmd(name), "providers": map[string]any{"avoid": []string{"vast"}},
+			"roles": []any{map[string]any{"name": "main", "cpus": 0.5, "gpus": 1, "memory_mb": 64}}}
+	}
+	starved := workJob(t, dev, avoidVast(0, "a"))
+	waitJob(t, dev, starved, "waiting", func(j placedJob) bool { return j.Progress.State == "waiting" })
+	time.Sleep(4 * time.Second)
+	fresh := workJob(t, dev, avoidVast(50, "b"))
+	waitJob(t, dev, fresh, "waiting", func(j placedJob) bool { return j.Progress.State == "waiting" })
+	dev.call("GET", "/v1/usage?cluster=fleet", dev.admin, nil, &u)
+	for _, q := range u.Queue {
+		if q.WorkID == starved && q.EffectivePriority != 100 {
+			t.Fatalf("starved work's effective priority %d, want 100 (boosted): %+v", q.EffectivePriority, u.Queue)
+		}
+	}
+	g.open(t, "t3")
+	if n := node(starved); n != "nebius-1" {
+		t.Fatalf("starved work placed on %s, want nebius-1", n)
+	}
+	if j := showJob(t, dev, fresh); j.Progress.State != "waiting" {
+		t.Fatalf("fresher work should still wait behind the boosted one: %+v", j)
+	}
+}
+
+// dryChange is one changed decision of a policy dry run.
+type dryChange struct {
+	WorkID string `json:"work_id"`
+	Before struct {
+		Allow bool `json:"allow"`
+	} `json:"before"`
+	After struct {
+		Allow bool `json:"allow"`
+	} `json:"after"`
+	Added []struct {
+		Rule string `json:"rule"`
+	} `json:"added"`
+}
+
+func editFile(t *testing.T, path string, edit func(string) string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := edit(string(b))
+	if after == string(b) {
+		t.Fatalf("%s: edit changed nothing", path)
+	}
+	if err := os.WriteFile(path, []byte(after), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
