@@ -299,3 +299,129 @@ func editFile(t *testing.T, path string, edit func(string) string) {
 		t.Fatal(err)
 	}
 }
+
+const seed003Cluster = `
+name: llm
+defaults:
+  provider: local
+  provisioner: {kind: local}
+nodes:
+  - {name: gpu-1, resources: {cpus: 8, gpus: "0:RTX A6000:48GB"}}
+  - {name: cpu-1, labels: {pool: cpu}, resources: {cpus: 4, gpus: none}}
+  - {name: cpu-2, labels: {pool: cpu}, resources: {cpus: 4, gpus: none}}
+`
+
+// seed003Layout is seed 003's loop as one job: a trainer with a
+// trajectory pool and weight sync packed with it, and rollout workers
+// (0 GPUs, max_concurrency 100) spread over the CPU pool. Each instance
+// records who it is and its concurrency limit, then waits for stop.
+func seed003Layout(cluster, config string, g gate, marks string) map[string]any {
+	role := func(name string, count int, cpus, gpus float64, group string) map[string]any {
+		return map[string]any{"name": name, "count": count, "cpus": cpus, "gpus": gpus, "memory_mb": 128, "group": group,
+			"command": []string{"sh", "-c", `touch "` + marks + `/$TRAINYARD_ROLE-$TRAINYARD_INSTANCE-$TRAINYARD_MAX_CONCURRENCY"; ` + strings.Join(g.cmd("stop-" + config)[2:], "")}}
+	}
+	workers := role("rollout_worker", 4, 1, 0, "rollouts")
+	workers["max_concurrency"] = 100
+	workers["node_affinity"] = []any{map[string]any{"key": "pool", "values": []string{"cpu"}}}
+	return map[string]any{"cluster": cluster, "kind": "training", "config": config,
+		"roles":  []any{role("trainer", 1, 4, 1, "learner"), role("trajectory_pool", 1, 1, 0, "learner"), role("weight_sync", 1, 0.5, 0, "learner"), workers},
+		"groups": []any{map[string]any{"name": "learner", "strategy": "STRICT_PACK"}, map[string]any{"name": "rollouts", "strategy": "SPREAD"}}}
+}
+
+// TestSeed003LayoutIsOneGang: seed 003's layout submitted as one job is
+// placed as a gang (learner group on the GPU node, workers spread over
+// the CPU pool with their max_concurrency), a second one waits whole and
+// says why, and a layout no cluster shape could hold is refused.
+func TestSeed003LayoutIsOneGang(t *testing.T) {
+	dev := placementDev(t, "llm", seed003Cluster)
+	g, marks := gate{t.TempDir()}, t.TempDir()
+
+	first := workJob(t, dev, seed003Layout("llm", "square8_2p", g, marks))
+	j := waitJob(t, dev, first, "running with 7 instances", func(j placedJob) bool { return running(j) && len(j.Progress.Instances) == 7 })
+	perNode := map[string]int{}
+	for _, in := range j.Progress.Instances {
+		switch in.Role {
+		case "trainer", "trajectory_pool", "weight_sync":
+			if in.Node != "gpu-1" {
+				t.Errorf("%s#%d on %s, want gpu-1 with the rest of its STRICT_PACK group", in.Role, in.Instance, in.Node)
+			}
+		case "rollout_worker":
+			perNode[in.Node]++
+			if in.MaxConcurrency != 100 {
+				t.Errorf("rollout_worker#%d shows max_concurrency %d, want 100", in.Instance, in.MaxConcurrency)
+			}
+		}
+	}
+	if perNode["cpu-1"] != 2 || perNode["cpu-2"] != 2 {
+		t.Fatalf("rollout workers per node %v, want 2 on each CPU node (SPREAD over the pool)", perNode)
+	}
+	waitFor(t, func() bool {
+		m, _ := filepath.Glob(filepath.Join(marks, "rollout_worker-*-100"))
+		return len(m) == 4 // each worker was handed its limit
+	})
+
+	// A second loop (another config) cannot get the GPU: it waits whole.
+	second := workJob(t, dev, seed003Layout("llm", "hex8_2p", g, marks))
+	w := waitJob(t, dev, second, "waiting for the GPU", func(j placedJob) bool {
+		return j.Progress.State == "waiting" && strings.Contains(j.Progress.Reason, "group learner")
+	})
+	var st struct {
+		Nodes []struct {
+			Name string   `json:"name"`
+			Jobs []string `json:"jobs"`
+		} `json:"nodes"`
+	}
+	dev.call("GET", "/v1/clusters/llm", dev.admin, nil, &st)
+	for _, n := range st.Nodes {
+		for _, job := range n.Jobs {
+			if strings.HasPrefix(job, second) {
+				t.Fatalf("waiting gang holds part of the cluster (%s on %s): %+v", job, n.Name, w)
+			}
+		}
+	}
+	g.open(t, "stop-square8_2p")
+	waitJob(t, dev, second, "running whole once the first ends", func(j placedJob) bool { return running(j) && len(j.Progress.Instances) == 7 })
+	g.open(t, "stop-hex8_2p")
+	if j := waitJob(t, dev, first, "completed", func(j placedJob) bool { return j.Status != "running" }); j.Status != "completed" {
+		t.Fatalf("first loop: %+v", j)
+	}
+
+	// Four strictly spread workers on a two-node pool can never be placed.
+	bad := seed003Layout("llm", "square8_3p", g, marks)
+	bad["groups"] = []any{map[string]any{"name": "learner", "strategy": "STRICT_PACK"}, map[string]any{"name": "rollouts", "strategy": "STRICT_SPREAD"}}
+	code, hdr, raw := dev.call("POST", "/v1/jobs", dev.admin, bad, nil)
+	assertProblem(t, code, hdr, raw, http.StatusUnprocessableEntity, "body")
+	if !strings.Contains(string(raw), "can never be placed") {
+		t.Fatalf("infeasible gang: %s", raw)
+	}
+}
+
+// TestSeed000AntiAffineWorkers: seed 000's seven rollout workers, each
+// asking for 85% of a node and anti-affine to each other, land one per
+// node; a worker asking for more than the 90% capacity share is refused
+// with the rule.
+func TestSeed000AntiAffineWorkers(t *testing.T) {
+	var nodes strings.Builder
+	for i := 1; i <= 7; i++ {
+		nodes.WriteString("  - {name: box-" + itoa(i) + ", resources: {cpus: 4, gpus: none}}\n")
+	}
+	dev := placementDev(t, "ray", "name: ray\ndefaults:\n  provider: lab\n  provisioner: {kind: local}\nnodes:\n"+nodes.String())
+	g := gate{t.TempDir()}
+	workers := func(cpus float64) map[string]any {
+		return map[string]any{"cluster": "ray", "kind": "rollout", "command": g.cmd("stop"),
+			"roles": []any{map[string]any{"name": "rollout_worker", "count": 7, "cpus": cpus, "memory_mb": 256,
+				"anti_affinity": []any{map[string]any{"key": "role", "values": []string{"rollout_worker"}}}}}}
+	}
+	id := workJob(t, dev, workers(3.4))
+	j := waitJob(t, dev, id, "running with 7 workers", func(j placedJob) bool { return running(j) && len(j.Progress.Instances) == 7 })
+	seen := map[string]bool{}
+	for _, in := range j.Progress.Instances {
+		if seen[in.Node] {
+			t.Fatalf("two workers on %s: %+v", in.Node, j.Progress.Instances)
+		}
+		seen[in.Node] = true
+	}
+	code, hdr, raw := dev.call("POST", "/v1/jobs", dev.admin, workers(3.8), nil)
+	assertProblem(t, code, hdr, raw, http.StatusForbidden, "policy.node_capacity")
+	g.open(t, "stop")
+}

@@ -225,6 +225,7 @@ type NodeStatus struct {
 	Provider      string             `json:"provider,omitempty"`
 	Provisioner   string             `json:"provisioner"`
 	Ephemeral     bool               `json:"ephemeral,omitempty"`
+	Labels        map[string]string  `json:"labels,omitempty" doc:"The node's labels (node affinity matches them)."`
 	Health        Health             `json:"health"`
 	Error         string             `json:"error,omitempty"`
 	Draining      bool               `json:"draining,omitempty"`
@@ -341,7 +342,7 @@ type State struct {
 func (s Status) SchedulerNodes() []scheduler.Node {
 	nodes := make([]scheduler.Node, 0, len(s.Nodes))
 	for _, n := range s.Nodes {
-		sn := scheduler.Node{Name: n.Name, Provider: n.Provider, Ephemeral: n.Ephemeral, Capacity: n.Resources}
+		sn := scheduler.Node{Name: n.Name, Provider: n.Provider, Labels: n.Labels, Ephemeral: n.Ephemeral, Capacity: n.Resources}
 		sn.InferenceGPUs = inferenceGPUs(s.Endpoints, n.Name, n.Resources.GPUs)
 		switch {
 		case n.Health != Healthy && n.Health != Idle:

@@ -786,7 +786,7 @@ func (c *controller) status(now time.Time) Status {
 			res = n.Spec.Resources
 		}
 		ns := NodeStatus{
-			Name: name, Provider: n.Spec.Provider, Provisioner: n.Spec.Provisioner.Kind, Ephemeral: n.Spec.Ephemeral,
+			Name: name, Provider: n.Spec.Provider, Provisioner: n.Spec.Provisioner.Kind, Ephemeral: n.Spec.Ephemeral, Labels: n.Spec.Labels,
 			Health: n.Health, Error: n.Error, Draining: n.Draining, DrainReason: n.DrainReason, Resources: res, Used: u, GPUUtil: n.GPUUtil, AgentPID: n.AgentPID,
 		}
 		if n.Health == Pending {
