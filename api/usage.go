@@ -56,7 +56,7 @@ func (s *Server) getUsage(ctx context.Context, in *usageInput) (*usageOutput, er
 	}
 	p := s.d.Admission.Engine().Params()
 	sum := st.Usage(p)
-	q := policy.UsageFromLedger(p, st.SchedulerNodes(), sum)
+	q := policy.UsageFromLedger(p, st.SchedulerNodes(), ledger.Quota{Tier1GPUSecondsByConfig: sum.Tier1GPUSecondsByConfig, RunningTrainingByConfig: sum.RunningTrainingByConfig})
 	out := &usageOutput{Body: UsageReport{Cluster: in.Cluster, Summary: sum, Tier1CapacitySeconds: q.Tier1CapacitySeconds, Queue: append([]cluster.QueueItem{}, st.Queue...)}}
 	configs := map[string]bool{}
 	for c := range sum.GPUSecondsByConfig {

@@ -103,6 +103,55 @@ type RunningWork struct {
 	Seconds int64     `json:"seconds"`
 }
 
+// Quota is what admission reads from the book: each config's Tier-1
+// GPU-seconds inside the window and its running trainings. It is summed
+// for every decision, so it skips the breakdowns Sum makes for people.
+type Quota struct {
+	Tier1GPUSecondsByConfig map[string]float64
+	RunningTrainingByConfig map[string]int
+}
+
+// Quota sums the book for admission over p's quota window ending at now.
+func (b *Book) Quota(p params.Params, now time.Time) Quota {
+	from := now.Add(-p.QuotaWindow())
+	q := Quota{Tier1GPUSecondsByConfig: map[string]float64{}, RunningTrainingByConfig: map[string]int{}}
+	var training map[string]string // running training work -> config
+	lastVRAM, lastTier1 := -1, false
+	for i := range b.Records {
+		r := &b.Records[i]
+		end := r.End
+		if r.Running() {
+			end = now
+			if Trains(r.Kind) {
+				if training == nil {
+					training = map[string]string{}
+				}
+				training[r.WorkID] = r.Config
+			}
+		}
+		if r.GPUs == 0 || !end.After(from) {
+			continue
+		}
+		if r.NodeVRAMMB != lastVRAM { // entries come in runs of similar nodes
+			lastVRAM, lastTier1 = r.NodeVRAMMB, p.TierOf(r.NodeVRAMMB) == 1
+		}
+		if !lastTier1 {
+			continue
+		}
+		start := r.Start
+		if start.Before(from) {
+			start = from
+		}
+		if d := end.Sub(start); d > 0 {
+			q.Tier1GPUSecondsByConfig[r.Config] += d.Seconds() * r.GPUs
+		}
+	}
+	for _, config := range training {
+		q.RunningTrainingByConfig[config]++
+	}
+	return q
+}
+
 // Tier is the tier label a node's total VRAM reaches under p.
 func Tier(p params.Params, vramMB int) string {
 	if t := p.TierOf(vramMB); t > 0 {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainyard/trainyard/internal/ledger"
+	"github.com/trainyard/trainyard/internal/scheduler"
 	"github.com/trainyard/trainyard/internal/workspec"
 )
 
@@ -34,6 +36,10 @@ import (
 //	                 (one GPU per node reserved for inference): the policy
 //	                 works out the unreserved GPUs each decision, and the
 //	                 self-play submission is denied (self-play is CPU-only)
+//	live-usage       as the control plane decides: each decision's usage is
+//	                 the ledger (1,000 entries, 40 running) summed at that
+//	                 decision's time, so the usage document is new every
+//	                 time; the sum is inside the timing
 //
 // fleet-changed changes one node's used resources each time, as placements
 // starting and ending do: the Wasm VM patches them into its cached cluster
@@ -69,6 +75,7 @@ func BenchmarkDecide(b *testing.B) {
 		{"wasm", "fleet-unchanged"}, {"topdown", "fleet-unchanged"},
 		{"wasm", "fleet-changed"}, {"topdown", "fleet-changed"},
 		{"wasm", "gpu-preservation"}, {"topdown", "gpu-preservation"},
+		{"wasm", "live-usage"}, {"topdown", "live-usage"},
 	} {
 		mode, useWasm := run.mode, run.evaluator == "wasm"
 		e := e
@@ -80,15 +87,21 @@ func BenchmarkDecide(b *testing.B) {
 			lat := make([]time.Duration, 0, 1<<16)
 			b.ReportAllocs()
 			i := 0
+			book := liveLedger(fleet, now)
 			for b.Loop() {
 				in := Input{Work: WorkInput(fmt.Sprint("w", i), specs[i%len(specs)], int64(i%20000)), Cluster: cluster, Usage: usage}
+				t0 := time.Now()
+				if mode == "live-usage" {
+					// As the control plane decides: the ledger summed at
+					// this decision's time (every decision sees new totals).
+					in.Usage = UsageFromLedger(e.Params(), fleet, book.Quota(e.Params(), now.Add(time.Duration(i)*time.Second)))
+				}
 				if mode == "fleet-changed" {
 					// A fresh slice, as a caller re-reading the fleet would pass.
 					in.Cluster.Nodes = slices.Clone(cluster.Nodes)
 					in.Cluster.Nodes[i%len(fleet)].Used.CPUs = float64(i % 8)
 				}
 				i++
-				t0 := time.Now()
 				if _, err := e.decide(ctx, in, useWasm); err != nil {
 					b.Fatal(err)
 				}
@@ -113,6 +126,24 @@ func BenchmarkDecide(b *testing.B) {
 		}
 		reportPercentiles(b, lat)
 	})
+}
+
+// liveLedger is a day of a busy fleet's ledger: 1,000 entries over six
+// configs and four kinds, the last 40 still running.
+func liveLedger(fleet []scheduler.Node, now time.Time) *ledger.Book {
+	configs := []string{"hexagonal_4p", "hexagonal_2p", "square19_2p", "square8_2p", "hex8_2p", "square19_4p"}
+	kinds := []string{workspec.KindTraining, workspec.KindSelfPlay, workspec.KindEvaluation, workspec.KindRollout}
+	var b ledger.Book
+	for i := range 1000 {
+		n := fleet[i%len(fleet)]
+		e := ledger.Entry{WorkID: fmt.Sprint("l", i), Config: configs[i%len(configs)], Kind: kinds[i%len(kinds)], Node: n.Name, Provider: n.Provider,
+			NodeVRAMMB: n.Capacity.TotalVRAMMB(), GPUs: float64(1 + i%4), Start: now.Add(-time.Duration(1000-i) * 86 * time.Second)}
+		if i < 960 {
+			e.End = e.Start.Add(20 * time.Minute)
+		}
+		b.Open(e)
+	}
+	return &b
 }
 
 // reportPercentiles reports p10, p50 and p99 of lat and returns the p50.

@@ -75,7 +75,7 @@ func AggregateUsage(p params.Params, nodes []scheduler.Node, records []UsageReco
 // UsageFromLedger is the quota state the policies read: the ledger's
 // Tier-1 GPU seconds per config over the window and its running trainings,
 // with the Tier-1 capacity of the window from the nodes as they are.
-func UsageFromLedger(p params.Params, nodes []scheduler.Node, sum ledger.Summary) Usage {
+func UsageFromLedger(p params.Params, nodes []scheduler.Node, q ledger.Quota) Usage {
 	gpus := 0
 	for _, n := range nodes {
 		if tierOf(p, n) == 1 {
@@ -84,8 +84,8 @@ func UsageFromLedger(p params.Params, nodes []scheduler.Node, sum ledger.Summary
 	}
 	return Usage{
 		Tier1CapacitySeconds:    float64(gpus) * p.QuotaWindow().Seconds(),
-		Tier1GPUSecondsByConfig: sum.Tier1GPUSecondsByConfig,
-		RunningTrainingByConfig: sum.RunningTrainingByConfig,
+		Tier1GPUSecondsByConfig: q.Tier1GPUSecondsByConfig,
+		RunningTrainingByConfig: q.RunningTrainingByConfig,
 	}
 }
 

@@ -37,7 +37,8 @@ func (s Status) AdmissionInput(p params.Params, id string, ws workspec.Spec) pol
 	nodes := s.SchedulerNodes()
 	in := policy.Input{Work: policy.WorkInput(id, ws, waited), Cluster: policy.ClusterInput(nodes)}
 	in.Cluster.Endpoints = policy.EndpointsInput(s.Endpoints)
-	in.Usage = policy.UsageFromLedger(p, nodes, s.Usage(p))
+	b := ledger.Book{Records: s.Ledger}
+	in.Usage = policy.UsageFromLedger(p, nodes, b.Quota(p, s.now()))
 	return in
 }
 
