@@ -56,13 +56,13 @@ type Result struct {
 // Instance is one role instance of a gang job.
 type Instance struct {
 	cluster.Assigned
-	State    string `json:"state" enum:"running,done,failed,stopped"`
+	State string `json:"state" enum:"running,done,failed,stopped"`
 	// MaxConcurrency is its role's limit on concurrent work (env, requests)
 	// in the instance, handed to it as TRAINYARD_MAX_CONCURRENCY.
-	MaxConcurrency int `json:"max_concurrency,omitempty" doc:"Its role's limit on concurrent work in the instance (TRAINYARD_MAX_CONCURRENCY)."`
-	ExitCode int    `json:"exit_code"`
-	Output   string `json:"output,omitempty" doc:"The last lines it printed."`
-	Error    string `json:"error,omitempty"`
+	MaxConcurrency int    `json:"max_concurrency,omitempty" doc:"Its role's limit on concurrent work in the instance (TRAINYARD_MAX_CONCURRENCY)."`
+	ExitCode       int    `json:"exit_code"`
+	Output         string `json:"output,omitempty" doc:"The last lines it printed."`
+	Error          string `json:"error,omitempty"`
 }
 
 // Progress is what a job is doing now, and why it waits when it waits.
