@@ -10,9 +10,12 @@ import (
 // recorded by the code before it: testdata/history.json, and
 // history-v2.json, recorded with the versions allocate-takes-buffered-signals
 // and ignore-cancel (a two-node cluster, six jobs, a drain and an undrain,
-// a cancel request noted and ignored).
+// a cancel request noted and ignored), and history-v3.json, recorded with
+// work descriptions (a gang of four instances on two nodes placed twice,
+// the second time after waiting in the queue on one training per config,
+// and a one-role training job; the ledger and queue in state).
 func TestReplay(t *testing.T) {
-	for _, file := range []string{"testdata/history.json", "testdata/history-v2.json"} {
+	for _, file := range []string{"testdata/history.json", "testdata/history-v2.json", "testdata/history-v3.json"} {
 		replaytest.Replay(t, Workflow, Name, file)
 	}
 }

@@ -8,6 +8,10 @@ import (
 
 // TestReplay fails when a change to Workflow would break executions
 // recorded by the code before it (testdata/history.json).
+// history-gang.json is a job with a work description: four instances of
+// three roles placed as one gang and run at once.
 func TestReplay(t *testing.T) {
-	replaytest.Replay(t, Workflow, Name, "testdata/history.json")
+	for _, file := range []string{"testdata/history.json", "testdata/history-gang.json"} {
+		replaytest.Replay(t, Workflow, Name, file)
+	}
 }
