@@ -78,6 +78,18 @@ type Progress struct {
 	Instances []Instance `json:"instances,omitempty" doc:"A multi-role job's instances: where each runs or ran, and how it ended."`
 }
 
+// wait records why the job waits (never silently).
+func (p *Progress) wait(ctx workflow.Context, why string, infeasible bool) {
+	p.State, p.Reason = "waiting", why
+	if infeasible {
+		p.State = "infeasible"
+	}
+	if p.WaitingSince == nil {
+		now := workflow.Now(ctx)
+		p.WaitingSince = &now
+	}
+}
+
 // Workflow places and runs the job.
 func Workflow(ctx workflow.Context, in Input) (Result, error) {
 	if in.MaxPlacements <= 0 {
@@ -91,46 +103,20 @@ func Workflow(ctx workflow.Context, in Input) (Result, error) {
 		return Result{}, err
 	}
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
-	allocCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
-	})
 	var exclude []string
 	for p.Placements < in.MaxPlacements {
-		var alloc cluster.Allocation
-		var infeasibleSince time.Time
-		for {
-			err := workflow.ExecuteActivity(allocCtx, (*Activities).Allocate, AllocateInput{Cluster: in.Cluster, Request: cluster.AllocateRequest{
-				JobID: id, CPUs: in.CPUs, GPUs: in.GPUs, MemoryMB: in.MemoryMB, Exclude: exclude, Work: in.Work,
-			}}).Get(ctx, &alloc)
-			if err == nil {
-				break
+		alloc, err := Place(ctx, Placement{
+			Cluster: in.Cluster,
+			Request: cluster.AllocateRequest{JobID: id, CPUs: in.CPUs, GPUs: in.GPUs, MemoryMB: in.MemoryMB, Work: in.Work},
+			Exclude: func() []string { return exclude },
+			Grace:   in.InfeasibleGrace, What: "this job",
+			Waiting: func(why string, infeasible bool) { p.wait(ctx, why, infeasible) },
+		})
+		if err != nil {
+			if temporal.IsApplicationError(err) {
+				p.State = "failed"
 			}
-			// Never wait silently: the reason names what blocks the job,
-			// and work that can never fit fails after a grace period.
-			p.State, p.Reason = "waiting", reason(err)
-			if p.WaitingSince == nil {
-				now := workflow.Now(ctx)
-				p.WaitingSince = &now
-			}
-			var app *temporal.ApplicationError
-			if errors.As(err, &app) && app.Type() == cluster.ErrInfeasible {
-				p.State = "infeasible"
-				if infeasibleSince.IsZero() {
-					infeasibleSince = workflow.Now(ctx)
-				}
-				p.Reason += fmt.Sprintf("; fails at %s unless a node that fits joins", infeasibleSince.Add(in.InfeasibleGrace).UTC().Format(time.RFC3339))
-				if workflow.Now(ctx).Sub(infeasibleSince) >= in.InfeasibleGrace {
-					p.State = "failed"
-					return Result{}, temporal.NewNonRetryableApplicationError(
-						fmt.Sprintf("no node of cluster %s can ever run this job (waited %v): %s", in.Cluster, in.InfeasibleGrace, app.Message()), cluster.ErrInfeasible, nil)
-				}
-			} else {
-				infeasibleSince = time.Time{}
-			}
-			if err := workflow.Sleep(ctx, 2*time.Second); err != nil {
-				return Result{}, err
-			}
+			return Result{}, err
 		}
 		p.Placements++
 		p.State, p.Node, p.GPUs, p.Reason, p.WaitingSince = "running", alloc.Node, alloc.GPUs, "", nil
@@ -155,7 +141,7 @@ func Workflow(ctx workflow.Context, in Input) (Result, error) {
 			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 		})
 		var res Result
-		err := workflow.ExecuteActivity(runCtx, (*AgentActivities).RunProcess, proc).Get(ctx, &res)
+		err = workflow.ExecuteActivity(runCtx, (*AgentActivities).RunProcess, proc).Get(ctx, &res)
 		_ = workflow.SignalExternalWorkflow(ctx, cluster.WorkflowID(in.Cluster), "", cluster.SignalRelease, cluster.Release{JobID: id}).Get(ctx, nil)
 		if err == nil {
 			res.Node, res.GPUs, res.Placements = alloc.Node, alloc.GPUs, p.Placements
@@ -169,7 +155,7 @@ func Workflow(ctx workflow.Context, in Input) (Result, error) {
 		}
 		// The node (or its agent) went away: place the job again elsewhere.
 		exclude = append(exclude, alloc.Node)
-		p.State, p.Reason = "waiting", "node "+alloc.Node+" lost the job: "+reason(err)
+		p.State, p.Reason = "waiting", "node "+alloc.Node+" lost the job: "+Reason(err)
 	}
 	p.State = "failed"
 	return Result{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("job placed %d times", in.MaxPlacements)+" and lost each time: "+p.Reason, "TooManyPlacements", nil)
@@ -218,7 +204,7 @@ func runGang(ctx workflow.Context, in Input, id string, alloc cluster.Allocation
 					failed = fmt.Errorf("%s#%d on %s: %w", inst.Role, inst.Instance, inst.Node, err)
 				}
 			default:
-				inst.State, inst.Error = "failed", reason(err)
+				inst.State, inst.Error = "failed", Reason(err)
 				if lost == "" && failed == nil {
 					lost = inst.Node
 				}
@@ -262,7 +248,9 @@ func instanceProcess(in Input, a cluster.Assigned) ProcessInput {
 	return ProcessInput{Command: cmd, Env: env, GPUs: a.GPUs}
 }
 
-func reason(err error) string {
+// Reason is an activity or child error as one line for people: an
+// application error's message, or which timeout fired.
+func Reason(err error) string {
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
 		return app.Message()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/selfplay/schedule"
 	"github.com/trainyard/trainyard/workflows/cluster"
+	"github.com/trainyard/trainyard/workflows/job"
 )
 
 // IdleName is the idle-resource daemon's workflow type: the seed's
@@ -102,7 +103,7 @@ func Idle(ctx workflow.Context, in IdleInput) (IdleState, error) {
 		}
 		var slots []schedule.GPUSlot
 		if err := workflow.ExecuteActivity(actx, (*Activities).SelfplayGPUs, in.Cluster).Get(ctx, &slots); err != nil {
-			event(IdleEvent{What: "cluster status: " + reason(err)})
+			event(IdleEvent{What: "cluster status: " + job.Reason(err)})
 		} else {
 			now := workflow.Now(ctx)
 			st.GPUs, st.Polls = slots, st.Polls+1
@@ -137,7 +138,7 @@ func Idle(ctx workflow.Context, in IdleInput) (IdleState, error) {
 					delete(st.Running, c)
 					var res State
 					if err := f.Get(ctx, &res); err != nil {
-						event(IdleEvent{Config: c, What: "loop ended: " + reason(err)})
+						event(IdleEvent{Config: c, What: "loop ended: " + job.Reason(err)})
 					} else {
 						event(IdleEvent{Config: c, What: fmt.Sprintf("loop finished after %d generations, best %s", res.Generation, res.Best)})
 					}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/selfplay/alerts"
 	"github.com/trainyard/trainyard/internal/selfplay/populate"
+	"github.com/trainyard/trainyard/workflows/job"
 )
 
 // PopulatorName is the queue populator's workflow type: the seed's
@@ -121,7 +122,7 @@ func Populator(ctx workflow.Context, in PopulatorInput) (PopulatorState, error) 
 		err := workflow.ExecuteActivity(actx, (*Activities).SelfplayPopulatorLook, PopulatorLook{Cluster: in.Cluster, Configs: names}).Get(ctx, &view)
 		now := workflow.Now(ctx)
 		if err != nil {
-			st.LastError = "look: " + reason(err)
+			st.LastError = "look: " + job.Reason(err)
 		} else {
 			st.Polls++
 			st.LastPoll = &now
@@ -174,7 +175,7 @@ func (st *PopulatorState) populate(ctx, actx workflow.Context, in PopulatorInput
 				LoopID: loopID, Cluster: in.Cluster, Config: lv.Config, GamePlugin: sc.GamePlugin, Settings: set, Queued: true,
 			}).Get(ctx, nil)
 			if err != nil {
-				c.Closed = "start loop: " + reason(err)
+				c.Closed = "start loop: " + job.Reason(err)
 				st.LastError = c.Closed
 				event(PopulatorEvent{Config: lv.Config, What: c.Closed})
 				break
@@ -195,7 +196,7 @@ func (st *PopulatorState) populate(ctx, actx workflow.Context, in PopulatorInput
 	for _, c := range sortedKeys(items) {
 		err := workflow.SignalExternalWorkflow(ctx, WorkflowID(in.Cluster, c), "", SignalWork, items[c]).Get(ctx, nil)
 		if err != nil {
-			st.LastError = fmt.Sprintf("queue work for %s: %s", c, reason(err))
+			st.LastError = fmt.Sprintf("queue work for %s: %s", c, job.Reason(err))
 			event(PopulatorEvent{Config: c, What: st.LastError})
 			continue
 		}

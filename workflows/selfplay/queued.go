@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/trainyard/trainyard/internal/selfplay/populate"
+	"github.com/trainyard/trainyard/workflows/job"
 )
 
 // maxWorkRecords bounds the work items kept in a queued loop's state.
@@ -87,7 +88,7 @@ func (l *loop) runQueue(ctx workflow.Context, stop *bool, stops workflow.Receive
 				st.Phase = "stopped"
 				return *st, err
 			}
-			st.Phase, st.Reason = "failed", reason(err)
+			st.Phase, st.Reason = "failed", job.Reason(err)
 			return *st, err
 		}
 		if !rec.Skipped {

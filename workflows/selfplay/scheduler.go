@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/trainyard/trainyard/internal/selfplay/schedule"
+	"github.com/trainyard/trainyard/workflows/job"
 )
 
 // SchedulerName is the scheduler workflow's type: the seed's
@@ -159,7 +160,7 @@ func Scheduler(ctx workflow.Context, in SchedulerInput) (SchedulerState, error) 
 				c.Running, c.Slices, c.LastRun = false, c.Slices+1, workflow.Now(ctx)
 				r.rec.Ended = workflow.Now(ctx)
 				if err != nil {
-					c.Disabled = reason(err)
+					c.Disabled = job.Reason(err)
 					r.rec.Result = "failed: " + c.Disabled
 				} else {
 					st.Loops[r.rec.Config] = &res

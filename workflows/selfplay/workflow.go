@@ -68,7 +68,7 @@ func Workflow(ctx workflow.Context, in Input) (State, error) {
 				st.Phase = "stopped"
 				return *st, err
 			}
-			st.Phase, st.Reason = "failed", reason(err)
+			st.Phase, st.Reason = "failed", job.Reason(err)
 			return *st, err
 		}
 		st.RunGenerations++
@@ -343,9 +343,9 @@ func (l *loop) onNode(ctx workflow.Context, phase string, step func(workflow.Con
 		}
 		l.st.Failures++
 		if l.st.Failures >= maxFailures {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%d activities lost, the last: %s", l.st.Failures, reason(err)), ErrFailed, nil)
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%d activities lost, the last: %s", l.st.Failures, job.Reason(err)), ErrFailed, nil)
 		}
-		l.st.Reason = fmt.Sprintf("%s on node %s lost: %s; placing it again", phase, l.alloc.Node, reason(err))
+		l.st.Reason = fmt.Sprintf("%s on node %s lost: %s; placing it again", phase, l.alloc.Node, job.Reason(err))
 		l.exclude = l.alloc.Node
 		l.release(ctx)
 		if err := workflow.Sleep(ctx, time.Second); err != nil {
@@ -372,37 +372,34 @@ func (l *loop) jobID() string {
 }
 
 // allocate asks the cluster for a node until it gets one; the reason it
-// waits is visible in the state.
+// waits is visible in the state. The node that lost the last generation is
+// asked around until nothing else could ever fit.
 func (l *loop) allocate(ctx workflow.Context) error {
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+	ws := l.work()
+	a, err := job.Place(ctx, job.Placement{
+		Cluster: l.in.Cluster,
+		Request: cluster.AllocateRequest{JobID: l.jobID(), CPUs: l.set.CPUs, GPUs: l.set.GPUs, MemoryMB: l.set.MemoryMB, Work: &ws},
+		Exclude: func() []string {
+			if l.exclude == "" {
+				return nil
+			}
+			return []string{l.exclude}
+		},
+		Fallback: func(err error) bool {
+			var app *temporal.ApplicationError
+			if errors.As(err, &app) && app.Type() == cluster.ErrInfeasible {
+				l.exclude = "" // the lost node may be the only one that fits
+				return true
+			}
+			return false
+		},
+		Waiting: func(why string, _ bool) { l.st.Reason = "waiting for a node: " + why },
 	})
-	for {
-		ws := l.work()
-		req := cluster.AllocateRequest{JobID: l.jobID(), CPUs: l.set.CPUs, GPUs: l.set.GPUs, MemoryMB: l.set.MemoryMB, Work: &ws}
-		if l.exclude != "" {
-			req.Exclude = []string{l.exclude}
-		}
-		var a cluster.Allocation
-		err := workflow.ExecuteActivity(actx, (*job.Activities).Allocate, job.AllocateInput{Cluster: l.in.Cluster, Request: req}).Get(ctx, &a)
-		if err == nil {
-			l.alloc, l.exclude = &a, ""
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		var app *temporal.ApplicationError
-		if errors.As(err, &app) && app.Type() == cluster.ErrInfeasible && l.exclude != "" {
-			l.exclude = "" // the lost node may be the only one that fits
-			continue
-		}
-		l.st.Reason = "waiting for a node: " + reason(err)
-		if err := workflow.Sleep(ctx, 2*time.Second); err != nil {
-			return err
-		}
+	if err != nil {
+		return err
 	}
+	l.alloc, l.exclude = &a, ""
+	return nil
 }
 
 // work is the loop's work description: self-play of its game config.
@@ -427,16 +424,4 @@ func (l *loop) release(ctx workflow.Context) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	_ = workflow.SignalExternalWorkflow(dctx, cluster.WorkflowID(l.in.Cluster), "", cluster.SignalRelease, cluster.Release{JobID: l.jobID()}).Get(dctx, nil)
 	l.alloc, l.st.Node = nil, ""
-}
-
-func reason(err error) string {
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) {
-		return app.Message()
-	}
-	var te *temporal.TimeoutError
-	if errors.As(err, &te) {
-		return "timed out (" + te.TimeoutType().String() + ")"
-	}
-	return err.Error()
 }

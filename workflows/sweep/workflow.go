@@ -7,7 +7,6 @@
 package sweep
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -205,7 +204,7 @@ func runTrial(ctx workflow.Context, in Input, t *Trial) {
 	if f := in.Spec.GPUsPerTrial; f > 0 && f < 1 {
 		a, err := reserve(ctx, spec, f, t)
 		if err != nil {
-			t.State, t.Reason, t.Error = "failed", "", reason(err)
+			t.State, t.Reason, t.Error = "failed", "", job.Reason(err)
 			if ctx.Err() != nil {
 				t.State, t.Error = "cancelled", ""
 			}
@@ -233,7 +232,7 @@ func runTrial(ctx workflow.Context, in Input, t *Trial) {
 		if reserved {
 			release(ctx, spec.Cluster, t.RunID)
 		}
-		t.State, t.Error = "failed", "start trial: "+reason(err)
+		t.State, t.Error = "failed", "start trial: "+job.Reason(err)
 		if temporal.IsCanceledError(err) {
 			t.State, t.Error = "cancelled", ""
 		}
@@ -253,7 +252,7 @@ func runTrial(ctx workflow.Context, in Input, t *Trial) {
 	}
 	// A failed or cancelled child returns no result: its last progress is
 	// its own query's (the API shows it); the row keeps why.
-	t.State, t.Error = "failed", reason(err)
+	t.State, t.Error = "failed", job.Reason(err)
 	if temporal.IsCanceledError(err) {
 		t.State, t.Error = "cancelled", ""
 	}
@@ -266,44 +265,16 @@ func runTrial(ctx workflow.Context, in Input, t *Trial) {
 // has room.
 func reserve(ctx workflow.Context, spec training.Spec, share float64, t *Trial) (cluster.Allocation, error) {
 	spec = spec.WithDefaults()
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+	// Like a run, a trial no node could ever take waits a while for the
+	// cluster to change (a dead GPU node coming back) first; a sweep may
+	// wait hours for a busy cluster, and each poll is history, so it backs
+	// off.
+	return job.Place(ctx, job.Placement{
+		Cluster: spec.Cluster,
+		Request: cluster.AllocateRequest{JobID: t.RunID, CPUs: spec.CPUs, MemoryMB: spec.MemoryMB, GPUShare: share, Work: trialWork(spec, share, t.RunID)},
+		Grace:   infeasibleGrace, Backoff: true, What: fmt.Sprintf("this trial (%g of a GPU)", share),
+		Waiting: func(why string, _ bool) { t.Reason = why },
 	})
-	wait := 2 * time.Second
-	var infeasibleSince time.Time
-	for {
-		var a cluster.Allocation
-		err := workflow.ExecuteActivity(actx, (*job.Activities).Allocate, job.AllocateInput{Cluster: spec.Cluster, Request: cluster.AllocateRequest{
-			JobID: t.RunID, CPUs: spec.CPUs, MemoryMB: spec.MemoryMB, GPUShare: share, Work: trialWork(spec, share, t.RunID),
-		}}).Get(ctx, &a)
-		if err == nil {
-			return a, nil
-		}
-		if ctx.Err() != nil {
-			return a, ctx.Err()
-		}
-		t.Reason = reason(err)
-		// Like a run, a trial no node could ever take waits a while for
-		// the cluster to change (a dead GPU node coming back) first.
-		var app *temporal.ApplicationError
-		if errors.As(err, &app) && app.Type() == cluster.ErrInfeasible {
-			if infeasibleSince.IsZero() {
-				infeasibleSince = workflow.Now(ctx)
-			}
-			if workflow.Now(ctx).Sub(infeasibleSince) >= infeasibleGrace {
-				return a, fmt.Errorf("no node of cluster %s can ever hold %g of a GPU for this trial (waited %v): %s", spec.Cluster, share, infeasibleGrace, app.Message())
-			}
-		} else {
-			infeasibleSince = time.Time{}
-		}
-		// Back off: a sweep may wait hours for a busy cluster, and each
-		// poll is history.
-		if err := workflow.Sleep(ctx, wait); err != nil {
-			return a, err
-		}
-		wait = min(2*wait, 30*time.Second)
-	}
 }
 
 // trialWork is a trial's work description: its trainer with share of one
@@ -318,16 +289,4 @@ func trialWork(spec training.Spec, share float64, runID string) *workspec.Spec {
 func release(ctx workflow.Context, clusterName, runID string) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	_ = workflow.SignalExternalWorkflow(dctx, cluster.WorkflowID(clusterName), "", cluster.SignalRelease, cluster.Release{JobID: runID}).Get(dctx, nil)
-}
-
-func reason(err error) string {
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) {
-		return app.Message()
-	}
-	var te *temporal.TimeoutError
-	if errors.As(err, &te) {
-		return "timed out (" + te.TimeoutType().String() + ")"
-	}
-	return err.Error()
 }

@@ -96,7 +96,7 @@ func (f *fleet) run(ctx workflow.Context, in Input, spec training.Spec, p *RunPr
 		a, err := f.allocate(ctx, in, spec, p, w)
 		if err != nil {
 			if ctx.Err() == nil {
-				f.fail(fmt.Errorf("rollout worker %d: %s", w, reason(err)))
+				f.fail(fmt.Errorf("rollout worker %d: %s", w, job.Reason(err)))
 			}
 			rw.State = "stopped"
 			return
@@ -135,7 +135,7 @@ func (f *fleet) run(ctx workflow.Context, in Input, spec training.Spec, p *RunPr
 			return
 		default:
 			rw.Failures++
-			rw.Reason = "lost on node " + node + ": " + reason(err) + "; placing it again"
+			rw.Reason = "lost on node " + node + ": " + job.Reason(err) + "; placing it again"
 			if rw.Failures >= maxFailures {
 				rw.State = "stopped"
 				f.fail(fmt.Errorf("rollout worker %d lost %d placements, the last: %s", w, rw.Failures, rw.Reason))
@@ -156,51 +156,29 @@ func (f *fleet) run(ctx workflow.Context, in Input, spec training.Spec, p *RunPr
 // after the infeasible grace.
 func (f *fleet) allocate(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress, w int) (cluster.Allocation, error) {
 	rw := &p.RolloutWorkers[w]
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+	ws := spec.RolloutWork(rolloutJobID(in.RunID, w))
+	return job.Place(ctx, job.Placement{
+		Cluster: spec.Cluster,
+		Request: cluster.AllocateRequest{JobID: rolloutJobID(in.RunID, w), CPUs: spec.RolloutCPUs, MemoryMB: spec.MemoryMB, Work: &ws},
+		Exclude: func() []string {
+			var busy []string
+			if p.Node != "" {
+				busy = append(busy, p.Node)
+			}
+			for _, o := range p.RolloutWorkers {
+				if o.Worker != w && o.Node != "" {
+					busy = append(busy, o.Node)
+				}
+			}
+			return busy
+		},
+		Fallback: func(error) bool { return true },
+		Grace:    in.InfeasibleGrace, What: fmt.Sprintf("rollout worker %d", w),
+		Waiting: func(why string, infeasible bool) {
+			rw.State, rw.Reason = "waiting", why
+			if infeasible {
+				rw.State = "infeasible"
+			}
+		},
 	})
-	var infeasibleSince time.Time
-	for {
-		var busy []string
-		if p.Node != "" {
-			busy = append(busy, p.Node)
-		}
-		for _, o := range p.RolloutWorkers {
-			if o.Worker != w && o.Node != "" {
-				busy = append(busy, o.Node)
-			}
-		}
-		ws := spec.RolloutWork(rolloutJobID(in.RunID, w))
-		req := cluster.AllocateRequest{JobID: rolloutJobID(in.RunID, w), CPUs: spec.RolloutCPUs, MemoryMB: spec.MemoryMB, Exclude: busy, Work: &ws}
-		var a cluster.Allocation
-		err := workflow.ExecuteActivity(actx, (*job.Activities).Allocate, job.AllocateInput{Cluster: spec.Cluster, Request: req}).Get(ctx, &a)
-		if err != nil && len(busy) > 0 && ctx.Err() == nil {
-			req.Exclude = nil
-			err = workflow.ExecuteActivity(actx, (*job.Activities).Allocate, job.AllocateInput{Cluster: spec.Cluster, Request: req}).Get(ctx, &a)
-		}
-		if err == nil {
-			return a, nil
-		}
-		if ctx.Err() != nil {
-			return a, ctx.Err()
-		}
-		rw.State, rw.Reason = "waiting", reason(err)
-		var app *temporal.ApplicationError
-		if errors.As(err, &app) && app.Type() == cluster.ErrInfeasible {
-			if infeasibleSince.IsZero() {
-				infeasibleSince = workflow.Now(ctx)
-			}
-			rw.State = "infeasible"
-			if workflow.Now(ctx).Sub(infeasibleSince) >= in.InfeasibleGrace {
-				return a, temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("no node of cluster %s can ever run rollout worker %d (waited %v): %s", spec.Cluster, w, in.InfeasibleGrace, app.Message()), cluster.ErrInfeasible, nil)
-			}
-		} else {
-			infeasibleSince = time.Time{}
-		}
-		if err := workflow.Sleep(ctx, 2*time.Second); err != nil {
-			return a, err
-		}
-	}
 }

@@ -213,7 +213,7 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			return true, res, err
 		}
 		p.Failures++
-		p.Reason = "segment on node " + alloc.Node + " lost: " + reason(err) + "; resuming from checkpoint " + fmt.Sprint(p.Checkpoint)
+		p.Reason = "segment on node " + alloc.Node + " lost: " + job.Reason(err) + "; resuming from checkpoint " + fmt.Sprint(p.Checkpoint)
 		avoid(alloc.Node)
 		p.State = "waiting" // before release blocks: a query must not see a lost run "running"
 		release()
@@ -350,49 +350,23 @@ func moveOffDrained(ctx workflow.Context, p *RunProgress, reason string, progres
 // take fails after the grace period. The nodes in avoid are asked around
 // once: when no other node can take the run, they are better than waiting.
 func allocate(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress, avoid []string) (cluster.Allocation, error) {
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+	return job.Place(ctx, job.Placement{
+		Cluster:  spec.Cluster,
+		Request:  cluster.AllocateRequest{JobID: in.RunID, CPUs: spec.CPUs, GPUs: spec.GPUs, MemoryMB: spec.MemoryMB, Work: trainerWork(in, spec)},
+		Exclude:  func() []string { return avoid },
+		Fallback: func(error) bool { avoid = nil; return true },
+		Grace:    in.InfeasibleGrace, What: "this training run",
+		Waiting: func(why string, infeasible bool) {
+			p.State, p.Reason = "waiting", why
+			if infeasible {
+				p.State = "infeasible"
+			}
+			if p.WaitingSince == nil {
+				now := workflow.Now(ctx)
+				p.WaitingSince = &now
+			}
+		},
 	})
-	var infeasibleSince time.Time
-	for {
-		var a cluster.Allocation
-		err := workflow.ExecuteActivity(actx, (*job.Activities).Allocate, job.AllocateInput{Cluster: spec.Cluster, Request: cluster.AllocateRequest{
-			JobID: in.RunID, CPUs: spec.CPUs, GPUs: spec.GPUs, MemoryMB: spec.MemoryMB, Exclude: avoid, Work: trainerWork(in, spec),
-		}}).Get(ctx, &a)
-		if err == nil {
-			return a, nil
-		}
-		if len(avoid) > 0 && ctx.Err() == nil {
-			avoid = nil
-			continue
-		}
-		if ctx.Err() != nil {
-			return a, ctx.Err()
-		}
-		p.State, p.Reason = "waiting", reason(err)
-		if p.WaitingSince == nil {
-			now := workflow.Now(ctx)
-			p.WaitingSince = &now
-		}
-		var app *temporal.ApplicationError
-		if errors.As(err, &app) && app.Type() == cluster.ErrInfeasible {
-			if infeasibleSince.IsZero() {
-				infeasibleSince = workflow.Now(ctx)
-			}
-			p.State = "infeasible"
-			p.Reason += fmt.Sprintf("; fails at %s unless a node that fits joins", infeasibleSince.Add(in.InfeasibleGrace).UTC().Format(time.RFC3339))
-			if workflow.Now(ctx).Sub(infeasibleSince) >= in.InfeasibleGrace {
-				return a, temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("no node of cluster %s can ever run this training run (waited %v): %s", spec.Cluster, in.InfeasibleGrace, app.Message()), cluster.ErrInfeasible, nil)
-			}
-		} else {
-			infeasibleSince = time.Time{}
-		}
-		if err := workflow.Sleep(ctx, 2*time.Second); err != nil {
-			return a, err
-		}
-	}
 }
 
 // trainerWork is the trainer's work description; a sweep's trial keeps
@@ -404,16 +378,4 @@ func trainerWork(in Input, spec training.Spec) *workspec.Spec {
 	}
 	ws := spec.TrainerWork(in.RunID, kind)
 	return &ws
-}
-
-func reason(err error) string {
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) {
-		return app.Message()
-	}
-	var te *temporal.TimeoutError
-	if errors.As(err, &te) {
-		return "timed out (" + te.TimeoutType().String() + ")"
-	}
-	return err.Error()
 }
