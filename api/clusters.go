@@ -238,9 +238,7 @@ func (s *Server) registerClusters() {
 		if err := s.preflight(ctx, st, id, "job", ws); err != nil {
 			return nil, err
 		}
-		run, err := s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue,
-			Memo: map[string]any{"cluster": in.Name}}, // for the cluster's queue
-			job.Name, job.Input{Cluster: in.Name, Command: in.Body.Command, Env: in.Body.Env, CPUs: in.Body.CPUs, GPUs: in.Body.GPUs, MemoryMB: in.Body.MemoryMB, InfeasibleGrace: grace, Work: &ws})
+		run, err := job.Start(ctx, s.d.Temporal, id, job.Input{Cluster: in.Name, Command: in.Body.Command, Env: in.Body.Env, CPUs: in.Body.CPUs, GPUs: in.Body.GPUs, MemoryMB: in.Body.MemoryMB, InfeasibleGrace: grace, Work: &ws})
 		if err != nil {
 			return nil, temporalErr("submit job", err)
 		}

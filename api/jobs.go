@@ -8,11 +8,9 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
-	"go.temporal.io/sdk/client"
 
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/workspec"
-	"github.com/trainyard/trainyard/workflows"
 	"github.com/trainyard/trainyard/workflows/job"
 )
 
@@ -65,9 +63,7 @@ func (s *Server) submitWorkJob(ctx context.Context, in *workJobInput) (*workflow
 	if err := s.preflight(ctx, st, id, "job", ws); err != nil {
 		return nil, err
 	}
-	run, err := s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue,
-		Memo: map[string]any{"cluster": b.Cluster, "name": ws.Name}},
-		job.Name, job.Input{Cluster: b.Cluster, Command: b.Command, Env: b.Env, Work: &ws, InfeasibleGrace: grace})
+	run, err := job.Start(ctx, s.d.Temporal, id, job.Input{Cluster: b.Cluster, Command: b.Command, Env: b.Env, Work: &ws, InfeasibleGrace: grace})
 	if err != nil {
 		return nil, temporalErr("submit job", err)
 	}

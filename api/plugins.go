@@ -11,13 +11,10 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/plugins"
-	"github.com/trainyard/trainyard/workflows"
 	"github.com/trainyard/trainyard/workflows/pluginrun"
 )
 
@@ -164,11 +161,7 @@ func (s *Server) registerPlugins() {
 		}
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 		defer cancel()
-		wr, err := s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID:                    "plugin-test-run-" + uuid.NewString(),
-			TaskQueue:             workflows.ControlTaskQueue,
-			TypedSearchAttributes: temporal.NewSearchAttributes(pluginrun.SearchAttribute.ValueSet([]string{rec.ID})),
-		}, pluginrun.Name, pluginrun.Input{PluginID: rec.ID, Envs: in.Body.Envs, Steps: in.Body.Steps, Seed: in.Body.Seed})
+		wr, err := pluginrun.Start(ctx, s.d.Temporal, "plugin-test-run-"+uuid.NewString(), pluginrun.Input{PluginID: rec.ID, Envs: in.Body.Envs, Steps: in.Body.Steps, Seed: in.Body.Seed})
 		if err != nil {
 			return nil, temporalErr("start plugin test run", err)
 		}

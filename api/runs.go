@@ -15,9 +15,7 @@ import (
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/checkpoint"
@@ -25,8 +23,6 @@ import (
 	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/plugins"
-	"github.com/trainyard/trainyard/workflows"
-	"github.com/trainyard/trainyard/workflows/pluginrun"
 	"github.com/trainyard/trainyard/workflows/train"
 )
 
@@ -164,11 +160,7 @@ func (s *Server) registerRuns() {
 		if err := s.preflight(ctx, st, id, "run", spec.WorkSpec(id), runCapabilities(spec, env.Metadata)); err != nil {
 			return nil, err
 		}
-		wr, err := s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID: id, TaskQueue: workflows.ControlTaskQueue,
-			TypedSearchAttributes: temporal.NewSearchAttributes(pluginrun.SearchAttribute.ValueSet(ids)),
-			Memo:                  map[string]any{"name": spec.Name, "cluster": spec.Cluster, "env": spec.Env},
-		}, train.Name, train.Input{RunID: id, Spec: spec, EnvPlugin: env.ID, RewardPlugin: reward, Endpoints: endpoints})
+		wr, err := train.Start(ctx, s.d.Temporal, train.Input{RunID: id, Spec: spec, EnvPlugin: env.ID, RewardPlugin: reward, Endpoints: endpoints}, ids)
 		if err != nil {
 			return nil, temporalErr("start run", err)
 		}

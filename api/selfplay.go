@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
@@ -21,8 +20,6 @@ import (
 	"github.com/trainyard/trainyard/internal/selfplay/elo"
 	"github.com/trainyard/trainyard/internal/selfplay/schedule"
 	"github.com/trainyard/trainyard/plugins"
-	"github.com/trainyard/trainyard/workflows"
-	"github.com/trainyard/trainyard/workflows/pluginrun"
 	"github.com/trainyard/trainyard/workflows/selfplay"
 )
 
@@ -157,14 +154,7 @@ func (s *Server) registerSelfplay() {
 			return nil, err
 		}
 		loopID := id + "/" + uuid.NewString()[:8]
-		_, err = s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID: id, TaskQueue: workflows.ControlTaskQueue,
-			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-			WorkflowExecutionErrorWhenAlreadyStarted: true,
-			TypedSearchAttributes:                    temporal.NewSearchAttributes(pluginrun.SearchAttribute.ValueSet([]string{rec.ID})),
-			Memo:                                     map[string]any{"cluster": b.Cluster, "config": b.Config},
-		}, selfplay.Name, selfplay.Input{LoopID: loopID, Cluster: b.Cluster, Config: b.Config, GamePlugin: rec.ID, Settings: b.Settings})
+		_, err = selfplay.StartLoop(ctx, s.d.Temporal, selfplay.Input{LoopID: loopID, Cluster: b.Cluster, Config: b.Config, GamePlugin: rec.ID, Settings: b.Settings})
 		if err != nil {
 			if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
 				return nil, huma.Error409Conflict(fmt.Sprintf("a self-play loop for %s on cluster %s is already running; stop it first", b.Config, b.Cluster))
@@ -474,14 +464,8 @@ func (s *Server) registerSelfplaySchedules() {
 		if err := s.preflight(ctx, st, id, "self-play scheduler", selfplay.SelfPlayWork(id, "", set)); err != nil {
 			return nil, err
 		}
-		_, err = s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID: id, TaskQueue: workflows.ControlTaskQueue,
-			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			WorkflowExecutionErrorWhenAlreadyStarted: true,
-			TypedSearchAttributes:                    temporal.NewSearchAttributes(pluginrun.SearchAttribute.ValueSet(ids)),
-			Memo:                                     map[string]any{"cluster": b.Cluster},
-		}, selfplay.SchedulerName, selfplay.SchedulerInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Slots: b.Slots,
-			SliceGenerations: b.SliceGenerations, MaxSlices: b.MaxSlices, Options: b.Options})
+		_, err = selfplay.StartScheduler(ctx, s.d.Temporal, selfplay.SchedulerInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Slots: b.Slots,
+			SliceGenerations: b.SliceGenerations, MaxSlices: b.MaxSlices, Options: b.Options}, ids)
 		if err != nil {
 			if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
 				return nil, huma.Error409Conflict("cluster " + b.Cluster + " already has a self-play scheduler; stop it first")
@@ -587,14 +571,7 @@ func (s *Server) registerSelfplayIdle() {
 		if _, err := s.clusterStatus(ctx, b.Cluster); err != nil {
 			return nil, err
 		}
-		id := selfplay.IdleID(b.Cluster)
-		_, err := s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID: id, TaskQueue: workflows.ControlTaskQueue,
-			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			WorkflowExecutionErrorWhenAlreadyStarted: true,
-			TypedSearchAttributes:                    temporal.NewSearchAttributes(pluginrun.SearchAttribute.ValueSet(ids)),
-			Memo:                                     map[string]any{"cluster": b.Cluster},
-		}, selfplay.IdleName, selfplay.IdleInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Threshold: b.Threshold, Poll: b.Poll})
+		_, err := selfplay.StartIdle(ctx, s.d.Temporal, selfplay.IdleInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Threshold: b.Threshold, Poll: b.Poll}, ids)
 		if err != nil {
 			if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
 				return nil, huma.Error409Conflict("cluster " + b.Cluster + " already has an idle-resource daemon; stop it first")

@@ -13,7 +13,6 @@ import (
 	"github.com/minio/minio-go/v7"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
@@ -22,8 +21,6 @@ import (
 	"github.com/trainyard/trainyard/internal/selfplay/catalog"
 	"github.com/trainyard/trainyard/internal/selfplay/populate"
 	"github.com/trainyard/trainyard/plugins"
-	"github.com/trainyard/trainyard/workflows"
-	"github.com/trainyard/trainyard/workflows/pluginrun"
 	"github.com/trainyard/trainyard/workflows/selfplay"
 )
 
@@ -156,13 +153,7 @@ func (s *Server) registerPopulator() {
 		if _, err := s.clusterStatus(ctx, b.Cluster); err != nil {
 			return nil, err
 		}
-		_, err := s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID: selfplay.PopulatorID(b.Cluster), TaskQueue: workflows.ControlTaskQueue,
-			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			WorkflowExecutionErrorWhenAlreadyStarted: true,
-			TypedSearchAttributes:                    temporal.NewSearchAttributes(pluginrun.SearchAttribute.ValueSet(ids)),
-			Memo:                                     map[string]any{"cluster": b.Cluster},
-		}, selfplay.PopulatorName, selfplay.PopulatorInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Tuning: b.Tuning, Alerts: b.Alerts, Poll: b.Poll})
+		_, err := selfplay.StartPopulator(ctx, s.d.Temporal, selfplay.PopulatorInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Tuning: b.Tuning, Alerts: b.Alerts, Poll: b.Poll}, ids)
 		if err != nil {
 			if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
 				return nil, huma.Error409Conflict("cluster " + b.Cluster + " already has a queue populator; stop it first")

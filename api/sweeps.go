@@ -9,15 +9,11 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/workspec"
 	"github.com/trainyard/trainyard/plugins"
-	"github.com/trainyard/trainyard/workflows"
-	"github.com/trainyard/trainyard/workflows/pluginrun"
 	"github.com/trainyard/trainyard/workflows/sweep"
 )
 
@@ -118,14 +114,7 @@ func (s *Server) registerSweeps() {
 			}
 			out.Body.Trials = append(out.Body.Trials, trialID)
 		}
-		opts := client.StartWorkflowOptions{
-			ID: id, TaskQueue: workflows.ControlTaskQueue,
-			Memo: map[string]any{"name": spec.Name, "cluster": spec.Run.Cluster, "env": spec.Run.Env},
-		}
-		if len(ids) > 0 {
-			opts.TypedSearchAttributes = temporal.NewSearchAttributes(pluginrun.SearchAttribute.ValueSet(ids))
-		}
-		if _, err := s.d.Temporal.ExecuteWorkflow(ctx, opts, sweep.Name, sweep.Input{
+		if _, err := sweep.Start(ctx, s.d.Temporal, sweep.Input{
 			SweepID: id, Spec: spec, EnvPlugin: env.ID, RewardPlugin: reward, Plugins: ids,
 		}); err != nil {
 			return nil, temporalErr("start sweep", err)

@@ -12,11 +12,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/trainyard/trainyard/internal/auth"
-	"github.com/trainyard/trainyard/workflows"
 	"github.com/trainyard/trainyard/workflows/healthcheck"
 )
 
@@ -88,11 +86,7 @@ func (s *Server) registerWorkflows() {
 		"Start a health-check workflow (API → Temporal → worker → S3 round trip)", auth.Operator, "system")
 	start.DefaultStatus = http.StatusCreated
 	huma.Register(s.API, start, func(ctx context.Context, in *startHealthcheckInput) (*workflowRefOutput, error) {
-		run, err := s.d.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID:                       "healthcheck-" + uuid.NewString(),
-			TaskQueue:                workflows.ControlTaskQueue,
-			WorkflowExecutionTimeout: 5 * time.Minute,
-		}, healthcheck.Name, healthcheck.Input{Note: in.Body.Note})
+		run, err := healthcheck.Start(ctx, s.d.Temporal, "healthcheck-"+uuid.NewString(), healthcheck.Input{Note: in.Body.Note})
 		if err != nil {
 			return nil, temporalErr("start healthcheck", err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/trainyard/trainyard/internal/policy"
 	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/internal/provision"
+	"github.com/trainyard/trainyard/internal/temporalx"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows/cluster"
@@ -29,7 +30,7 @@ import (
 )
 
 // ControlTaskQueue is where the control-plane worker polls.
-const ControlTaskQueue = "trainyard-control"
+const ControlTaskQueue = temporalx.ControlTaskQueue
 
 // Deps are the side-effecting services activities use.
 type Deps struct {

@@ -92,3 +92,7 @@ func (o Options) tlsConfig() (*tls.Config, error) {
 	}
 	return tc, nil
 }
+
+// ControlTaskQueue is where the control-plane worker polls: every
+// workflow package starts its workflows there.
+const ControlTaskQueue = "trainyard-control"

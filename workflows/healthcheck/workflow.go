@@ -4,10 +4,14 @@
 package healthcheck
 
 import (
+	"context"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/trainyard/trainyard/internal/temporalx"
 )
 
 // Name is the workflow type as it shows in the Temporal UI.
@@ -39,4 +43,10 @@ func Workflow(ctx workflow.Context, in Input) (Result, error) {
 		Note: in.Note,
 	}).Get(ctx, &res)
 	return res, err
+}
+
+// Start starts a health check under id on the control queue; it may run
+// five minutes at most.
+func Start(ctx context.Context, c client.Client, id string, in Input) (client.WorkflowRun, error) {
+	return c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: temporalx.ControlTaskQueue, WorkflowExecutionTimeout: 5 * time.Minute}, Name, in)
 }

@@ -4,11 +4,14 @@
 package pluginrun
 
 import (
+	"context"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/trainyard/trainyard/internal/temporalx"
 	"github.com/trainyard/trainyard/plugins"
 )
 
@@ -40,4 +43,15 @@ func Workflow(ctx workflow.Context, in Input) (plugins.RolloutStats, error) {
 	var st plugins.RolloutStats
 	err := workflow.ExecuteActivity(ctx, (*Activities).Rollout, in).Get(ctx, &st)
 	return st, err
+}
+
+// Uses marks a workflow as using plugins (their sha256s): deleting one of
+// them is refused while it runs.
+func Uses(plugins []string) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(SearchAttribute.ValueSet(plugins))
+}
+
+// Start starts a test run of an env plugin under id on the control queue.
+func Start(ctx context.Context, c client.Client, id string, in Input) (client.WorkflowRun, error) {
+	return c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: temporalx.ControlTaskQueue, TypedSearchAttributes: Uses([]string{in.PluginID})}, Name, in)
 }
