@@ -346,3 +346,28 @@ func TestRestJSONIsEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageJSONIsEncodingJSON: the hand-written usage document is byte for
+// byte what encoding/json writes, for empty, odd and generated usage.
+func TestUsageJSONIsEncodingJSON(t *testing.T) {
+	us := []Usage{{}, {Tier1CapacitySeconds: 86400, Tier1GPUSecondsByConfig: map[string]float64{}, RunningTrainingByConfig: map[string]int{}},
+		{Tier1CapacitySeconds: 1e-7, Tier1GPUSecondsByConfig: map[string]float64{`a"b\c`: 1e21, "é\t": 0.5, "": 3}, RunningTrainingByConfig: map[string]int{"x": -2, "y": 0}}}
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 300 {
+		u := Usage{Tier1CapacitySeconds: float64(r.IntN(3)) * r.Float64() * 1e6, Tier1GPUSecondsByConfig: map[string]float64{}, RunningTrainingByConfig: map[string]int{}}
+		for range r.IntN(6) {
+			u.Tier1GPUSecondsByConfig[fmt.Sprint("cfg_", r.IntN(9))] = r.Float64() * 1e5
+			u.RunningTrainingByConfig[fmt.Sprint("cfg_", r.IntN(9))] = r.IntN(3)
+		}
+		us = append(us, u)
+	}
+	for i, u := range us {
+		want, err := json.Marshal(usageDoc{Usage: u, Tier1ShareByConfig: tier1Shares(u)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := usageJSON(u); !bytes.Equal(got, want) {
+			t.Fatalf("usage %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}
