@@ -10,66 +10,26 @@ import (
 	"github.com/trainyard/trainyard/internal/scheduler"
 )
 
-// UsageRecord is GPU time a piece of work held on a node. End is zero
-// while it still runs.
-type UsageRecord struct {
-	WorkID string
-	Config string
-	Kind   string
-	Node   string
-	GPUs   float64 // devices held (fractions allowed)
-	Start  time.Time
-	End    time.Time
-}
+// UsageRecord is GPU time a piece of work held on a node: a ledger entry.
+type UsageRecord = ledger.Entry
 
-// AggregateUsage turns raw records into the totals the quota policy reads:
-// each config's Tier-1 GPU seconds inside the rolling window ending at now,
-// the Tier-1 capacity of the window (Tier-1 GPUs × window length), and the
-// running training jobs per config. now is passed in (workflow-safe).
+// AggregateUsage turns raw records into the totals the quota policy reads
+// (UsageFromLedger), taking each record's tier from its node in nodes when
+// the record does not carry the node's VRAM. now is passed in
+// (workflow-safe).
 func AggregateUsage(p params.Params, nodes []scheduler.Node, records []UsageRecord, now time.Time) Usage {
-	window := p.QuotaWindow()
-	from := now.Add(-window)
-	tier1 := map[string]bool{}
-	gpus := 0
+	vram := map[string]int{}
 	for _, n := range nodes {
-		if tierOf(p, n) == 1 {
-			tier1[n.Name] = true
-			gpus += len(n.Capacity.GPUs)
-		}
+		vram[n.Name] = n.Capacity.TotalVRAMMB()
 	}
-	u := Usage{
-		Tier1CapacitySeconds:    float64(gpus) * window.Seconds(),
-		Tier1GPUSecondsByConfig: map[string]float64{},
-		RunningTrainingByConfig: map[string]int{},
+	b := ledger.Book{Records: make([]ledger.Entry, len(records))}
+	for i, r := range records {
+		if r.NodeVRAMMB == 0 {
+			r.NodeVRAMMB = vram[r.Node]
+		}
+		b.Records[i] = r
 	}
-	training := map[string]map[string]bool{}
-	for _, r := range records {
-		end := r.End
-		running := end.IsZero()
-		if running {
-			end = now
-		}
-		if running && r.Kind == "training" {
-			if training[r.Config] == nil {
-				training[r.Config] = map[string]bool{}
-			}
-			training[r.Config][r.WorkID] = true
-		}
-		if !tier1[r.Node] {
-			continue
-		}
-		start := r.Start
-		if start.Before(from) {
-			start = from
-		}
-		if d := end.Sub(start); d > 0 {
-			u.Tier1GPUSecondsByConfig[r.Config] += d.Seconds() * r.GPUs
-		}
-	}
-	for cfg, ids := range training {
-		u.RunningTrainingByConfig[cfg] = len(ids)
-	}
-	return u
+	return UsageFromLedger(p, nodes, b.Quota(p, now))
 }
 
 // UsageFromLedger is the quota state the policies read: the ledger's

@@ -38,6 +38,22 @@ type Placement struct {
 	Waiting func(reason string, infeasible bool)
 }
 
+// Report is a Placement.Waiting that records the wait in a progress's
+// fields: state "waiting" or "infeasible", the reason, and when the wait
+// began (since may be nil).
+func Report(ctx workflow.Context, state, reason *string, since **time.Time) func(string, bool) {
+	return func(why string, infeasible bool) {
+		*state, *reason = "waiting", why
+		if infeasible {
+			*state = "infeasible"
+		}
+		if since != nil && *since == nil {
+			now := workflow.Now(ctx)
+			*since = &now
+		}
+	}
+}
+
 // Place asks the cluster for an allocation until it gets one. The reason it
 // waits is always reported, never silent; it returns the context's error
 // when cancelled, and a non-retryable ErrInfeasible error after Grace.

@@ -78,18 +78,6 @@ type Progress struct {
 	Instances []Instance `json:"instances,omitempty" doc:"A multi-role job's instances: where each runs or ran, and how it ended."`
 }
 
-// wait records why the job waits (never silently).
-func (p *Progress) wait(ctx workflow.Context, why string, infeasible bool) {
-	p.State, p.Reason = "waiting", why
-	if infeasible {
-		p.State = "infeasible"
-	}
-	if p.WaitingSince == nil {
-		now := workflow.Now(ctx)
-		p.WaitingSince = &now
-	}
-}
-
 // Workflow places and runs the job.
 func Workflow(ctx workflow.Context, in Input) (Result, error) {
 	if in.MaxPlacements <= 0 {
@@ -110,7 +98,7 @@ func Workflow(ctx workflow.Context, in Input) (Result, error) {
 			Request: cluster.AllocateRequest{JobID: id, CPUs: in.CPUs, GPUs: in.GPUs, MemoryMB: in.MemoryMB, Work: in.Work},
 			Exclude: func() []string { return exclude },
 			Grace:   in.InfeasibleGrace, What: "this job",
-			Waiting: func(why string, infeasible bool) { p.wait(ctx, why, infeasible) },
+			Waiting: Report(ctx, &p.State, &p.Reason, &p.WaitingSince),
 		})
 		if err != nil {
 			if temporal.IsApplicationError(err) {
@@ -133,13 +121,7 @@ func Workflow(ctx workflow.Context, in Input) (Result, error) {
 			continue
 		}
 
-		runCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue:              alloc.Queue,
-			ScheduleToStartTimeout: 30 * time.Second,
-			StartToCloseTimeout:    24 * time.Hour,
-			HeartbeatTimeout:       10 * time.Second,
-			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
-		})
+		runCtx := onNode(ctx, alloc.Queue)
 		var res Result
 		err = workflow.ExecuteActivity(runCtx, (*AgentActivities).RunProcess, proc).Get(ctx, &res)
 		_ = workflow.SignalExternalWorkflow(ctx, cluster.WorkflowID(in.Cluster), "", cluster.SignalRelease, cluster.Release{JobID: id}).Get(ctx, nil)
@@ -172,14 +154,7 @@ func runGang(ctx workflow.Context, in Input, id string, alloc cluster.Allocation
 	for i, a := range alloc.Assignments {
 		proc := instanceProcess(in, a)
 		p.Instances[i] = Instance{Assigned: a, State: "running", MaxConcurrency: in.Work.Role(a.Role).MaxConcurrency}
-		runCtx := workflow.WithActivityOptions(gctx, workflow.ActivityOptions{
-			TaskQueue:              a.Queue,
-			ScheduleToStartTimeout: 30 * time.Second,
-			StartToCloseTimeout:    24 * time.Hour,
-			HeartbeatTimeout:       10 * time.Second,
-			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
-		})
-		futures[i] = workflow.ExecuteActivity(runCtx, (*AgentActivities).RunProcess, proc)
+		futures[i] = workflow.ExecuteActivity(onNode(gctx, a.Queue), (*AgentActivities).RunProcess, proc)
 	}
 	var failed error
 	lost := ""
@@ -227,6 +202,18 @@ func runGang(ctx workflow.Context, in Input, id string, alloc cluster.Allocation
 	}
 	p.State = "done"
 	return res, "", nil
+}
+
+// onNode runs a process on the node whose agent polls queue: once (a lost
+// node places the job again instead), heartbeating, for up to a day.
+func onNode(ctx workflow.Context, queue string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              queue,
+		ScheduleToStartTimeout: 30 * time.Second,
+		StartToCloseTimeout:    24 * time.Hour,
+		HeartbeatTimeout:       10 * time.Second,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
 }
 
 // instanceProcess is one instance's process: its role's command (or the

@@ -174,11 +174,6 @@ func (f *fleet) allocate(ctx workflow.Context, in Input, spec training.Spec, p *
 		},
 		Fallback: func(error) bool { return true },
 		Grace:    in.InfeasibleGrace, What: fmt.Sprintf("rollout worker %d", w),
-		Waiting: func(why string, infeasible bool) {
-			rw.State, rw.Reason = "waiting", why
-			if infeasible {
-				rw.State = "infeasible"
-			}
-		},
+		Waiting: job.Report(ctx, &rw.State, &rw.Reason, nil),
 	})
 }

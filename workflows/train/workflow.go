@@ -356,16 +356,7 @@ func allocate(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress
 		Exclude:  func() []string { return avoid },
 		Fallback: func(error) bool { avoid = nil; return true },
 		Grace:    in.InfeasibleGrace, What: "this training run",
-		Waiting: func(why string, infeasible bool) {
-			p.State, p.Reason = "waiting", why
-			if infeasible {
-				p.State = "infeasible"
-			}
-			if p.WaitingSince == nil {
-				now := workflow.Now(ctx)
-				p.WaitingSince = &now
-			}
-		},
+		Waiting: job.Report(ctx, &p.State, &p.Reason, &p.WaitingSince),
 	})
 }
 
