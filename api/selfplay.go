@@ -414,94 +414,62 @@ type SelfplaySchedule struct {
 	Error   string                  `json:"error,omitempty"`
 }
 
-type scheduleOutput struct{ Body SelfplaySchedule }
 
 type scheduleClusterInput struct {
 	Cluster string `path:"cluster"`
 }
 
 func (s *Server) registerSelfplaySchedules() {
-	start := op(http.MethodPost, "/v1/selfplay-schedules", "start-selfplay-schedule",
-		"Start a cluster's self-play scheduler: slices of generations go to the config with the highest priority (curriculum weight × Elo velocity, starvation boost after 4 h, quality gating, quotas) until every Elo target is met",
-		auth.Operator, "selfplay")
-	start.DefaultStatus = http.StatusCreated
-	huma.Register(s.API, start, func(ctx context.Context, in *struct{ Body SelfplayScheduleStart }) (*scheduleOutput, error) {
-		b := in.Body
-		set := b.Settings
-		set.Generations = 0
-		if err := set.WithDefaults().Validate(); err != nil {
-			var fe *selfplay.FieldError
-			if errors.As(err, &fe) {
-				return nil, huma.Error422UnprocessableEntity("invalid self-play settings", &huma.ErrorDetail{Location: "body.settings." + fe.Field, Message: fe.Reason})
-			}
-			return nil, huma.Error422UnprocessableEntity("invalid self-play settings", err)
-		}
-		var cfgs []selfplay.ScheduledConfig
-		seen := map[string]bool{}
-		var ids []string
-		for i, c := range b.Configs {
-			loc := fmt.Sprintf("body.configs[%d]", i)
-			if seen[c.Config] || strings.ContainsAny(c.Config, "/ ") {
-				return nil, huma.Error422UnprocessableEntity("invalid schedule", &huma.ErrorDetail{Location: loc + ".config", Message: "configs must be distinct and contain no '/' or spaces", Value: c.Config})
-			}
-			seen[c.Config] = true
-			ref := c.Game
-			if ref == "" {
-				ref = "kinrow-" + c.Config
-			}
-			rec, err := s.runPlugin(ctx, loc+".game", ref, plugins.KindGame)
-			if err != nil {
-				return nil, err
-			}
-			ids = append(ids, rec.ID)
-			cfgs = append(cfgs, selfplay.ScheduledConfig{Config: c.Config, GamePlugin: rec.ID, Weight: c.Weight, Quota: c.Quota, TargetElo: c.TargetElo})
-		}
-		st, err := s.clusterStatus(ctx, b.Cluster)
-		if err != nil {
-			return nil, err
-		}
-		id := selfplay.SchedulerID(b.Cluster)
-		if err := s.preflight(ctx, st, id, "self-play scheduler", selfplay.SelfPlayWork(id, "", set)); err != nil {
-			return nil, err
-		}
-		_, err = selfplay.StartScheduler(ctx, s.d.Temporal, selfplay.SchedulerInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Slots: b.Slots,
-			SliceGenerations: b.SliceGenerations, MaxSlices: b.MaxSlices, Options: b.Options}, ids)
-		if err != nil {
-			if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-				return nil, huma.Error409Conflict("cluster " + b.Cluster + " already has a self-play scheduler; stop it first")
-			}
-			return nil, temporalErr("start self-play scheduler", err)
-		}
-		sc, err := s.getSchedule(ctx, b.Cluster)
-		if err != nil {
-			return nil, err
-		}
-		return &scheduleOutput{Body: sc}, nil
-	})
+	registerDaemon(s, daemon[SelfplaySchedule]{
+		path: "/v1/selfplay-schedules", opID: "selfplay-schedule", what: "self-play scheduler", id: selfplay.SchedulerID, view: s.getSchedule,
+		start: "Start a cluster's self-play scheduler: slices of generations go to the config with the highest priority (curriculum weight × Elo velocity, starvation boost after 4 h, quality gating, quotas) until every Elo target is met",
+		get:   "A scheduler's configs with their priority and why, the slices run and each config's velocity, quality and best rating",
+		stop:  "Stop a scheduler: its running loops stop after their generation in flight",
+	}, s.startSchedule)
+}
 
-	huma.Register(s.API, op(http.MethodGet, "/v1/selfplay-schedules/{cluster}", "get-selfplay-schedule",
-		"A scheduler's configs with their priority and why, the slices run and each config's velocity, quality and best rating", auth.Viewer, "selfplay"),
-		func(ctx context.Context, in *scheduleClusterInput) (*scheduleOutput, error) {
-			sc, err := s.getSchedule(ctx, in.Cluster)
-			if err != nil {
-				return nil, err
-			}
-			return &scheduleOutput{Body: sc}, nil
-		})
-
-	stop := op(http.MethodPost, "/v1/selfplay-schedules/{cluster}/stop", "stop-selfplay-schedule",
-		"Stop a scheduler: its running loops stop after their generation in flight", auth.Operator, "selfplay")
-	stop.DefaultStatus = http.StatusAccepted
-	huma.Register(s.API, stop, func(ctx context.Context, in *scheduleClusterInput) (*scheduleOutput, error) {
-		if err := s.d.Temporal.SignalWorkflow(ctx, selfplay.SchedulerID(in.Cluster), "", selfplay.SignalStop, nil); err != nil {
-			return nil, temporalErr("self-play scheduler of "+in.Cluster, err)
+// startSchedule validates a scheduler and starts it.
+func (s *Server) startSchedule(ctx context.Context, b SelfplayScheduleStart) (string, error) {
+	set := b.Settings
+	set.Generations = 0
+	if err := set.WithDefaults().Validate(); err != nil {
+		var fe *selfplay.FieldError
+		if errors.As(err, &fe) {
+			return b.Cluster, huma.Error422UnprocessableEntity("invalid self-play settings", &huma.ErrorDetail{Location: "body.settings." + fe.Field, Message: fe.Reason})
 		}
-		sc, err := s.getSchedule(ctx, in.Cluster)
+		return b.Cluster, huma.Error422UnprocessableEntity("invalid self-play settings", err)
+	}
+	var cfgs []selfplay.ScheduledConfig
+	seen := map[string]bool{}
+	var ids []string
+	for i, c := range b.Configs {
+		loc := fmt.Sprintf("body.configs[%d]", i)
+		if seen[c.Config] || strings.ContainsAny(c.Config, "/ ") {
+			return b.Cluster, huma.Error422UnprocessableEntity("invalid schedule", &huma.ErrorDetail{Location: loc + ".config", Message: "configs must be distinct and contain no '/' or spaces", Value: c.Config})
+		}
+		seen[c.Config] = true
+		ref := c.Game
+		if ref == "" {
+			ref = "kinrow-" + c.Config
+		}
+		rec, err := s.runPlugin(ctx, loc+".game", ref, plugins.KindGame)
 		if err != nil {
-			return nil, err
+			return b.Cluster, err
 		}
-		return &scheduleOutput{Body: sc}, nil
-	})
+		ids = append(ids, rec.ID)
+		cfgs = append(cfgs, selfplay.ScheduledConfig{Config: c.Config, GamePlugin: rec.ID, Weight: c.Weight, Quota: c.Quota, TargetElo: c.TargetElo})
+	}
+	st, err := s.clusterStatus(ctx, b.Cluster)
+	if err != nil {
+		return b.Cluster, err
+	}
+	id := selfplay.SchedulerID(b.Cluster)
+	if err := s.preflight(ctx, st, id, "self-play scheduler", selfplay.SelfPlayWork(id, "", set)); err != nil {
+		return b.Cluster, err
+	}
+	_, err = selfplay.StartScheduler(ctx, s.d.Temporal, selfplay.SchedulerInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Slots: b.Slots,
+		SliceGenerations: b.SliceGenerations, MaxSlices: b.MaxSlices, Options: b.Options}, ids)
+	return b.Cluster, err
 }
 
 func (s *Server) getSchedule(ctx context.Context, clusterName string) (SelfplaySchedule, error) {
@@ -532,82 +500,49 @@ type SelfplayIdle struct {
 	Error   string             `json:"error,omitempty"`
 }
 
-type idleOutput struct{ Body SelfplayIdle }
 
 func (s *Server) registerSelfplayIdle() {
-	start := op(http.MethodPost, "/v1/selfplay-idle", "start-selfplay-idle",
-		"Start a cluster's idle-resource daemon: a GPU idle for the threshold (default 10 min) gets a self-play loop for the biggest board its VRAM suits",
-		auth.Operator, "selfplay")
-	start.DefaultStatus = http.StatusCreated
-	huma.Register(s.API, start, func(ctx context.Context, in *struct{ Body SelfplayIdleStart }) (*idleOutput, error) {
-		b := in.Body
-		set := b.Settings
-		set.Generations, set.GPUs = max(0, set.Generations), 1
-		if err := set.WithDefaults().Validate(); err != nil {
-			var fe *selfplay.FieldError
-			if errors.As(err, &fe) {
-				return nil, huma.Error422UnprocessableEntity("invalid self-play settings", &huma.ErrorDetail{Location: "body.settings." + fe.Field, Message: fe.Reason})
-			}
-			return nil, huma.Error422UnprocessableEntity("invalid self-play settings", err)
-		}
-		var cfgs []selfplay.ScheduledConfig
-		var ids []string
-		for i, c := range b.Configs {
-			loc := fmt.Sprintf("body.configs[%d]", i)
-			if strings.ContainsAny(c.Config, "/ ") || c.Config == "" {
-				return nil, huma.Error422UnprocessableEntity("invalid idle daemon", &huma.ErrorDetail{Location: loc + ".config", Message: "must be non-empty without '/' or spaces", Value: c.Config})
-			}
-			ref := c.Game
-			if ref == "" {
-				ref = "kinrow-" + c.Config
-			}
-			rec, err := s.runPlugin(ctx, loc+".game", ref, plugins.KindGame)
-			if err != nil {
-				return nil, err
-			}
-			ids = append(ids, rec.ID)
-			cfgs = append(cfgs, selfplay.ScheduledConfig{Config: c.Config, GamePlugin: rec.ID})
-		}
-		if _, err := s.clusterStatus(ctx, b.Cluster); err != nil {
-			return nil, err
-		}
-		_, err := selfplay.StartIdle(ctx, s.d.Temporal, selfplay.IdleInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Threshold: b.Threshold, Poll: b.Poll}, ids)
-		if err != nil {
-			if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-				return nil, huma.Error409Conflict("cluster " + b.Cluster + " already has an idle-resource daemon; stop it first")
-			}
-			return nil, temporalErr("start idle-resource daemon", err)
-		}
-		d, err := s.getIdle(ctx, b.Cluster)
-		if err != nil {
-			return nil, err
-		}
-		return &idleOutput{Body: d}, nil
-	})
+	registerDaemon(s, daemon[SelfplayIdle]{
+		path: "/v1/selfplay-idle", opID: "selfplay-idle", what: "idle-resource daemon", id: selfplay.IdleID, view: s.getIdle,
+		start: "Start a cluster's idle-resource daemon: a GPU idle for the threshold (default 10 min) gets a self-play loop for the biggest board its VRAM suits",
+		get:   "An idle daemon's view of the cluster's GPUs, since when each is idle, the loops it started and its decisions",
+		stop:  "Stop an idle daemon; the loops it started go on (stop them with /v1/selfplay/{cluster}/{config}/stop)",
+	}, s.startIdle)
+}
 
-	huma.Register(s.API, op(http.MethodGet, "/v1/selfplay-idle/{cluster}", "get-selfplay-idle",
-		"An idle daemon's view of the cluster's GPUs, since when each is idle, the loops it started and its decisions", auth.Viewer, "selfplay"),
-		func(ctx context.Context, in *scheduleClusterInput) (*idleOutput, error) {
-			d, err := s.getIdle(ctx, in.Cluster)
-			if err != nil {
-				return nil, err
-			}
-			return &idleOutput{Body: d}, nil
-		})
-
-	stop := op(http.MethodPost, "/v1/selfplay-idle/{cluster}/stop", "stop-selfplay-idle",
-		"Stop an idle daemon; the loops it started go on (stop them with /v1/selfplay/{cluster}/{config}/stop)", auth.Operator, "selfplay")
-	stop.DefaultStatus = http.StatusAccepted
-	huma.Register(s.API, stop, func(ctx context.Context, in *scheduleClusterInput) (*idleOutput, error) {
-		if err := s.d.Temporal.SignalWorkflow(ctx, selfplay.IdleID(in.Cluster), "", selfplay.SignalStop, nil); err != nil {
-			return nil, temporalErr("idle-resource daemon of "+in.Cluster, err)
+func (s *Server) startIdle(ctx context.Context, b SelfplayIdleStart) (string, error) {
+	set := b.Settings
+	set.Generations, set.GPUs = max(0, set.Generations), 1
+	if err := set.WithDefaults().Validate(); err != nil {
+		var fe *selfplay.FieldError
+		if errors.As(err, &fe) {
+			return b.Cluster, huma.Error422UnprocessableEntity("invalid self-play settings", &huma.ErrorDetail{Location: "body.settings." + fe.Field, Message: fe.Reason})
 		}
-		d, err := s.getIdle(ctx, in.Cluster)
+		return b.Cluster, huma.Error422UnprocessableEntity("invalid self-play settings", err)
+	}
+	var cfgs []selfplay.ScheduledConfig
+	var ids []string
+	for i, c := range b.Configs {
+		loc := fmt.Sprintf("body.configs[%d]", i)
+		if strings.ContainsAny(c.Config, "/ ") || c.Config == "" {
+			return b.Cluster, huma.Error422UnprocessableEntity("invalid idle daemon", &huma.ErrorDetail{Location: loc + ".config", Message: "must be non-empty without '/' or spaces", Value: c.Config})
+		}
+		ref := c.Game
+		if ref == "" {
+			ref = "kinrow-" + c.Config
+		}
+		rec, err := s.runPlugin(ctx, loc+".game", ref, plugins.KindGame)
 		if err != nil {
-			return nil, err
+			return b.Cluster, err
 		}
-		return &idleOutput{Body: d}, nil
-	})
+		ids = append(ids, rec.ID)
+		cfgs = append(cfgs, selfplay.ScheduledConfig{Config: c.Config, GamePlugin: rec.ID})
+	}
+	if _, err := s.clusterStatus(ctx, b.Cluster); err != nil {
+		return b.Cluster, err
+	}
+	_, err := selfplay.StartIdle(ctx, s.d.Temporal, selfplay.IdleInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Threshold: b.Threshold, Poll: b.Poll}, ids)
+	return b.Cluster, err
 }
 
 func (s *Server) getIdle(ctx context.Context, clusterName string) (SelfplayIdle, error) {

@@ -14,7 +14,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/selfplay/alerts"
@@ -43,7 +42,6 @@ type SelfplayPopulator struct {
 	Error   string                   `json:"error,omitempty"`
 }
 
-type populatorOutput struct{ Body SelfplayPopulator }
 
 func (s *Server) registerSelfplayOps() {
 	s.registerPopulator()
@@ -112,84 +110,52 @@ func (s *Server) registerSelfplayOps() {
 }
 
 func (s *Server) registerPopulator() {
-	start := op(http.MethodPost, "/v1/selfplay-populators", "start-selfplay-populator",
-		"Start a cluster's queue populator: one populator-driven loop per config, whose queues it keeps at the target mix (60% self-play, 30% training, 10% tournament) until each config's Elo target is met, starved configs first",
-		auth.Operator, "selfplay")
-	start.DefaultStatus = http.StatusCreated
-	huma.Register(s.API, start, func(ctx context.Context, in *struct{ Body SelfplayPopulatorStart }) (*populatorOutput, error) {
-		b := in.Body
-		set := b.Settings
-		set.Generations = 0
-		if err := set.WithDefaults().Validate(); err != nil {
-			var fe *selfplay.FieldError
-			if errors.As(err, &fe) {
-				return nil, huma.Error422UnprocessableEntity("invalid self-play settings", &huma.ErrorDetail{Location: "body.settings." + fe.Field, Message: fe.Reason})
-			}
-			return nil, huma.Error422UnprocessableEntity("invalid self-play settings", err)
-		}
-		if err := b.Tuning.WithDefaults().Validate(); err != nil {
-			return nil, huma.Error422UnprocessableEntity("invalid populator tuning", &huma.ErrorDetail{Location: "body.tuning.mix", Message: err.Error()})
-		}
-		var cfgs []selfplay.ScheduledConfig
-		var ids []string
-		seen := map[string]bool{}
-		for i, c := range b.Configs {
-			loc := fmt.Sprintf("body.configs[%d]", i)
-			if seen[c.Config] || c.Config == "" || strings.ContainsAny(c.Config, "/ ") {
-				return nil, huma.Error422UnprocessableEntity("invalid populator", &huma.ErrorDetail{Location: loc + ".config", Message: "configs must be distinct, non-empty and contain no '/' or spaces", Value: c.Config})
-			}
-			seen[c.Config] = true
-			ref := c.Game
-			if ref == "" {
-				ref = "kinrow-" + c.Config
-			}
-			rec, err := s.runPlugin(ctx, loc+".game", ref, plugins.KindGame)
-			if err != nil {
-				return nil, err
-			}
-			ids = append(ids, rec.ID)
-			cfgs = append(cfgs, selfplay.ScheduledConfig{Config: c.Config, GamePlugin: rec.ID, Weight: c.Weight, TargetElo: c.TargetElo})
-		}
-		if _, err := s.clusterStatus(ctx, b.Cluster); err != nil {
-			return nil, err
-		}
-		_, err := selfplay.StartPopulator(ctx, s.d.Temporal, selfplay.PopulatorInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Tuning: b.Tuning, Alerts: b.Alerts, Poll: b.Poll}, ids)
-		if err != nil {
-			if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-				return nil, huma.Error409Conflict("cluster " + b.Cluster + " already has a queue populator; stop it first")
-			}
-			return nil, temporalErr("start queue populator", err)
-		}
-		p, err := s.getPopulator(ctx, b.Cluster)
-		if err != nil {
-			return nil, err
-		}
-		return &populatorOutput{Body: p}, nil
-	})
+	registerDaemon(s, daemon[SelfplayPopulator]{
+		path: "/v1/selfplay-populators", opID: "selfplay-populator", what: "queue populator", id: selfplay.PopulatorID, view: s.getPopulator,
+		start: "Start a cluster's queue populator: one populator-driven loop per config, whose queues it keeps at the target mix (60% self-play, 30% training, 10% tournament) until each config's Elo target is met, starved configs first",
+		get:   "A populator's decisions: per config priority and why, target and actual mix, work done and queued by kind; the loops as last seen; recent decisions; alerts",
+		stop:  "Stop a populator: its loops stop after the work item in flight",
+	}, s.startPopulator)
+}
 
-	huma.Register(s.API, op(http.MethodGet, "/v1/selfplay-populators/{cluster}", "get-selfplay-populator",
-		"A populator's decisions: per config priority and why, target and actual mix, work done and queued by kind; the loops as last seen; recent decisions; alerts", auth.Viewer, "selfplay"),
-		func(ctx context.Context, in *scheduleClusterInput) (*populatorOutput, error) {
-			p, err := s.getPopulator(ctx, in.Cluster)
-			if err != nil {
-				return nil, err
-			}
-			return &populatorOutput{Body: p}, nil
-		})
-
-	stop := op(http.MethodPost, "/v1/selfplay-populators/{cluster}/stop", "stop-selfplay-populator",
-		"Stop a populator: its loops stop after the work item in flight", auth.Operator, "selfplay")
-	stop.DefaultStatus = http.StatusAccepted
-	huma.Register(s.API, stop, func(ctx context.Context, in *scheduleClusterInput) (*populatorOutput, error) {
-		if err := s.d.Temporal.SignalWorkflow(ctx, selfplay.PopulatorID(in.Cluster), "", selfplay.SignalStop, nil); err != nil {
-			return nil, temporalErr("queue populator of "+in.Cluster, err)
+func (s *Server) startPopulator(ctx context.Context, b SelfplayPopulatorStart) (string, error) {
+	set := b.Settings
+	set.Generations = 0
+	if err := set.WithDefaults().Validate(); err != nil {
+		var fe *selfplay.FieldError
+		if errors.As(err, &fe) {
+			return b.Cluster, huma.Error422UnprocessableEntity("invalid self-play settings", &huma.ErrorDetail{Location: "body.settings." + fe.Field, Message: fe.Reason})
 		}
-		p, err := s.getPopulator(ctx, in.Cluster)
+		return b.Cluster, huma.Error422UnprocessableEntity("invalid self-play settings", err)
+	}
+	if err := b.Tuning.WithDefaults().Validate(); err != nil {
+		return b.Cluster, huma.Error422UnprocessableEntity("invalid populator tuning", &huma.ErrorDetail{Location: "body.tuning.mix", Message: err.Error()})
+	}
+	var cfgs []selfplay.ScheduledConfig
+	var ids []string
+	seen := map[string]bool{}
+	for i, c := range b.Configs {
+		loc := fmt.Sprintf("body.configs[%d]", i)
+		if seen[c.Config] || c.Config == "" || strings.ContainsAny(c.Config, "/ ") {
+			return b.Cluster, huma.Error422UnprocessableEntity("invalid populator", &huma.ErrorDetail{Location: loc + ".config", Message: "configs must be distinct, non-empty and contain no '/' or spaces", Value: c.Config})
+		}
+		seen[c.Config] = true
+		ref := c.Game
+		if ref == "" {
+			ref = "kinrow-" + c.Config
+		}
+		rec, err := s.runPlugin(ctx, loc+".game", ref, plugins.KindGame)
 		if err != nil {
-			return nil, err
+			return b.Cluster, err
 		}
-		return &populatorOutput{Body: p}, nil
-	})
+		ids = append(ids, rec.ID)
+		cfgs = append(cfgs, selfplay.ScheduledConfig{Config: c.Config, GamePlugin: rec.ID, Weight: c.Weight, TargetElo: c.TargetElo})
+	}
+	if _, err := s.clusterStatus(ctx, b.Cluster); err != nil {
+		return b.Cluster, err
+	}
+	_, err := selfplay.StartPopulator(ctx, s.d.Temporal, selfplay.PopulatorInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Tuning: b.Tuning, Alerts: b.Alerts, Poll: b.Poll}, ids)
+	return b.Cluster, err
 }
 
 func (s *Server) getPopulator(ctx context.Context, clusterName string) (SelfplayPopulator, error) {
