@@ -196,6 +196,7 @@ func newSelfplayCmd() *cobra.Command {
 // newScheduleCmd: `trainyard selfplay schedule start|show|stop`.
 func newScheduleCmd(cf *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "schedule", Short: "A cluster's self-play scheduler: slices of generations to the config with the highest priority"}
+	d := daemonCLI[api.SelfplaySchedule]{cf, "/v1/selfplay-schedules", scheduleTable}
 	var req api.SelfplayScheduleStart
 	var configs []string
 	var sync time.Duration
@@ -211,16 +212,8 @@ func newScheduleCmd(cf *clientFlags) *cobra.Command {
 				}
 				req.Configs = append(req.Configs, sc)
 			}
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
 			req.Settings.SyncInterval = sync
-			var sc api.SelfplaySchedule
-			if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/selfplay-schedules", req, &sc); err != nil {
-				return err
-			}
-			return cf.print(os.Stdout, sc, func(w *tabwriter.Writer) { scheduleTable(w, sc) })
+			return d.start(cmd, req)
 		},
 	}
 	f := start.Flags()
@@ -237,35 +230,8 @@ func newScheduleCmd(cf *clientFlags) *cobra.Command {
 	_ = start.MarkFlagRequired("cluster")
 	_ = start.MarkFlagRequired("config")
 
-	show := &cobra.Command{
-		Use: "show CLUSTER", Short: "Configs with priority and why, and the slices run", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			var sc api.SelfplaySchedule
-			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/selfplay-schedules/"+url.PathEscape(args[0]), nil, &sc); err != nil {
-				return err
-			}
-			return cf.print(os.Stdout, sc, func(w *tabwriter.Writer) { scheduleTable(w, sc) })
-		},
-	}
-	stop := &cobra.Command{
-		Use: "stop CLUSTER", Short: "Stop the scheduler; its loops stop after their generation in flight", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			var sc api.SelfplaySchedule
-			if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/selfplay-schedules/"+url.PathEscape(args[0])+"/stop", nil, &sc); err != nil {
-				return err
-			}
-			return cf.print(os.Stdout, sc, func(w *tabwriter.Writer) { scheduleTable(w, sc) })
-		},
-	}
-	cmd.AddCommand(start, show, stop)
+	cmd.AddCommand(start)
+	cmd.AddCommand(d.showStop("Configs with priority and why, and the slices run", "Stop the scheduler; its loops stop after their generation in flight")...)
 	return cmd
 }
 
@@ -395,6 +361,7 @@ func orDash(s string) string {
 // newIdleCmd: `trainyard selfplay idle start|show|stop`.
 func newIdleCmd(cf *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "idle", Short: "A cluster's idle-resource daemon: a GPU idle > 10 min gets self-play matched to its VRAM tier"}
+	d := daemonCLI[api.SelfplayIdle]{cf, "/v1/selfplay-idle", idleTable}
 	var req api.SelfplayIdleStart
 	var configs []string
 	var sync time.Duration
@@ -406,16 +373,8 @@ func newIdleCmd(cf *clientFlags) *cobra.Command {
 			for _, c := range configs {
 				req.Configs = append(req.Configs, api.ScheduleConfig{Config: c})
 			}
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
 			req.Settings.SyncInterval = sync
-			var d api.SelfplayIdle
-			if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/selfplay-idle", req, &d); err != nil {
-				return err
-			}
-			return cf.print(os.Stdout, d, func(w *tabwriter.Writer) { idleTable(w, d) })
+			return d.start(cmd, req)
 		},
 	}
 	f := start.Flags()
@@ -431,35 +390,8 @@ func newIdleCmd(cf *clientFlags) *cobra.Command {
 	f.DurationVar(&sync, "sync-interval", 0, "how often a node uploads finished games (default 5s)")
 	_ = start.MarkFlagRequired("cluster")
 	_ = start.MarkFlagRequired("config")
-	show := &cobra.Command{
-		Use: "show CLUSTER", Short: "The GPUs, since when each is idle, the loops started and the decisions", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			var d api.SelfplayIdle
-			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/selfplay-idle/"+url.PathEscape(args[0]), nil, &d); err != nil {
-				return err
-			}
-			return cf.print(os.Stdout, d, func(w *tabwriter.Writer) { idleTable(w, d) })
-		},
-	}
-	stop := &cobra.Command{
-		Use: "stop CLUSTER", Short: "Stop the daemon (the loops it started go on)", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			var d api.SelfplayIdle
-			if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/selfplay-idle/"+url.PathEscape(args[0])+"/stop", nil, &d); err != nil {
-				return err
-			}
-			return cf.print(os.Stdout, d, func(w *tabwriter.Writer) { idleTable(w, d) })
-		},
-	}
-	cmd.AddCommand(start, show, stop)
+	cmd.AddCommand(start)
+	cmd.AddCommand(d.showStop("The GPUs, since when each is idle, the loops started and the decisions", "Stop the daemon (the loops it started go on)")...)
 	return cmd
 }
 

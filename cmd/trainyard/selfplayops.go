@@ -18,6 +18,7 @@ import (
 // newPopulateCmd: `trainyard selfplay populate start|show|stop`.
 func newPopulateCmd(cf *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "populate", Short: "A cluster's queue populator: keeps each config's work at 60% self-play / 30% training / 10% tournament until its Elo target is met"}
+	d := daemonCLI[api.SelfplayPopulator]{cf, "/v1/selfplay-populators", populatorTable}
 	var req api.SelfplayPopulatorStart
 	var configs []string
 	var sync time.Duration
@@ -34,16 +35,8 @@ func newPopulateCmd(cf *clientFlags) *cobra.Command {
 				}
 				req.Configs = append(req.Configs, sc)
 			}
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
 			req.Settings.SyncInterval = sync
-			var p api.SelfplayPopulator
-			if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/selfplay-populators", req, &p); err != nil {
-				return err
-			}
-			return cf.print(os.Stdout, p, func(w *tabwriter.Writer) { populatorTable(w, p) })
+			return d.start(cmd, req)
 		},
 	}
 	f := start.Flags()
@@ -67,25 +60,9 @@ func newPopulateCmd(cf *clientFlags) *cobra.Command {
 	f.DurationVar(&sync, "sync-interval", 0, "how often a node uploads finished games (default 5s)")
 	_ = start.MarkFlagRequired("cluster")
 	_ = start.MarkFlagRequired("config")
-	get := func(verb, method, suffix, short string) *cobra.Command {
-		return &cobra.Command{
-			Use: verb + " CLUSTER", Short: short, Args: cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := cf.client()
-				if err != nil {
-					return err
-				}
-				var p api.SelfplayPopulator
-				if err := c.JSON(cmd.Context(), method, "/v1/selfplay-populators/"+url.PathEscape(args[0])+suffix, nil, &p); err != nil {
-					return err
-				}
-				return cf.print(os.Stdout, p, func(w *tabwriter.Writer) { populatorTable(w, p) })
-			},
-		}
-	}
-	cmd.AddCommand(start,
-		get("show", http.MethodGet, "", "Configs with priority and why, target and actual mix, work done and queued; decisions; alerts"),
-		get("stop", http.MethodPost, "/stop", "Stop the populator; its loops stop after the work item in flight"))
+	cmd.AddCommand(start)
+	cmd.AddCommand(d.showStop("Configs with priority and why, target and actual mix, work done and queued; decisions; alerts",
+		"Stop the populator; its loops stop after the work item in flight")...)
 	return cmd
 }
 
