@@ -414,7 +414,6 @@ type SelfplaySchedule struct {
 	Error   string                  `json:"error,omitempty"`
 }
 
-
 type scheduleClusterInput struct {
 	Cluster string `path:"cluster"`
 }
@@ -499,7 +498,6 @@ type SelfplayIdle struct {
 	State   selfplay.IdleState `json:"state"`
 	Error   string             `json:"error,omitempty"`
 }
-
 
 func (s *Server) registerSelfplayIdle() {
 	registerDaemon(s, daemon[SelfplayIdle]{

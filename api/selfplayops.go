@@ -42,7 +42,6 @@ type SelfplayPopulator struct {
 	Error   string                   `json:"error,omitempty"`
 }
 
-
 func (s *Server) registerSelfplayOps() {
 	s.registerPopulator()
 	huma.Register(s.API, op(http.MethodGet, "/v1/selfplay/configs", "selfplay-configs",
