@@ -295,6 +295,9 @@ func getRun(ctx context.Context, c *apiclient.Client, id string) (api.Run, error
 func runTable(w *tabwriter.Writer, r api.Run) {
 	p := r.Progress
 	fmt.Fprintf(w, "run\t%s\nname\t%s\ncluster\t%s\nenv\t%s\nstatus\t%s\nstate\t%s\nnode\t%s\n", r.ID, r.Name, r.Cluster, r.Env, r.Status, p.State, p.Node)
+	if len(p.Nodes) > 0 {
+		fmt.Fprintf(w, "ran on\t%s\n", strings.Join(p.Nodes, ", "))
+	}
 	fmt.Fprintf(w, "iteration\t%d\ntimesteps\t%d\nmean return\t%.2f (best %.2f)\ncheckpoint\t%d\nplacements\t%d\nlost segments\t%d\nmoved off draining nodes\t%d\n",
 		p.Iteration, p.Timesteps, p.MeanReturn, p.BestReturn, p.Checkpoint, p.Placements, p.Failures, p.Drains)
 	if n := len(p.Metrics); n > 0 {

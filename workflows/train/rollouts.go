@@ -103,6 +103,7 @@ func (f *fleet) run(ctx workflow.Context, in Input, spec training.Spec, p *RunPr
 		}
 		rw.Placements++
 		rw.State, rw.Node, rw.Reason = "running", a.Node, ""
+		rw.Nodes = append(rw.Nodes, a.Node)
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			TaskQueue:              a.Queue,
 			ScheduleToStartTimeout: 30 * time.Second,

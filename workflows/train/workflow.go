@@ -78,11 +78,14 @@ type RunProgress struct {
 	// WaitingSince orders the queue (GET /v1/clusters/{name}/queue).
 	WaitingSince *time.Time `json:"waiting_since,omitempty" doc:"When it began waiting for a node (unset while placed)."`
 	Node         string     `json:"node,omitempty"`
-	Placements   int        `json:"placements"`
-	Failures     int        `json:"failures" doc:"Segments lost to node deaths or outages, each redone from the latest checkpoint."`
-	Iteration    int64      `json:"iteration"`
-	Timesteps    int64      `json:"timesteps"`
-	Checkpoint   int64      `json:"checkpoint" doc:"Sequence number of the latest checkpoint (0: none yet)."`
+	// Nodes is every node the trainer was placed on, in order: where the
+	// run ran stays visible after it ends.
+	Nodes      []string `json:"nodes,omitempty" doc:"Every node the trainer was placed on, oldest first (kept after the run ends)."`
+	Placements int      `json:"placements"`
+	Failures   int      `json:"failures" doc:"Segments lost to node deaths or outages, each redone from the latest checkpoint."`
+	Iteration  int64    `json:"iteration"`
+	Timesteps  int64    `json:"timesteps"`
+	Checkpoint int64    `json:"checkpoint" doc:"Sequence number of the latest checkpoint (0: none yet)."`
 	// MeanReturn is the mean return of the last 100 episodes.
 	MeanReturn float64      `json:"mean_return"`
 	BestReturn float64      `json:"best_return"`
@@ -100,12 +103,13 @@ type RunProgress struct {
 
 // RolloutWorker is one rollout-worker slot of a distributed run.
 type RolloutWorker struct {
-	Worker     int    `json:"worker"`
-	State      string `json:"state" enum:"waiting,infeasible,running,stopped"`
-	Node       string `json:"node,omitempty"`
-	Reason     string `json:"reason,omitempty" doc:"Why it waits, or what happened to its last placement."`
-	Placements int    `json:"placements"`
-	Failures   int    `json:"failures" doc:"Placements lost (node death, agent killed, S3 outage); each placed again."`
+	Worker     int      `json:"worker"`
+	State      string   `json:"state" enum:"waiting,infeasible,running,stopped"`
+	Node       string   `json:"node,omitempty"`
+	Nodes      []string `json:"nodes,omitempty" doc:"Every node it was placed on, oldest first."`
+	Reason     string   `json:"reason,omitempty" doc:"Why it waits, or what happened to its last placement."`
+	Placements int      `json:"placements"`
+	Failures   int      `json:"failures" doc:"Placements lost (node death, agent killed, S3 outage); each placed again."`
 }
 
 func (p *RunProgress) apply(seg training.SegmentResult) {
@@ -247,6 +251,7 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			alloc, left = &a, nil
 			p.Placements++
 			p.Node, p.Reason, p.WaitingSince = a.Node, "", nil
+			p.Nodes = append(p.Nodes, a.Node)
 		}
 		if spec.Distributed() && fl.cancel == nil {
 			fl.start(ctx, in, spec, p)
