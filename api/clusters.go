@@ -235,7 +235,7 @@ func (s *Server) registerClusters() {
 		}
 		id := "job-" + uuid.NewString()
 		ws := workspec.Spec{Name: id[:12], Kind: workspec.KindJob, Roles: []workspec.Role{{Name: "job", Count: 1, CPUs: in.Body.CPUs, GPUs: float64(in.Body.GPUs), MemoryMB: in.Body.MemoryMB}}}
-		if err := s.preflight(ctx, st, id, "job", ws); err != nil {
+		if err := s.preflight(ctx, st, id, "job", "body", ws); err != nil {
 			return nil, err
 		}
 		run, err := job.Start(ctx, s.d.Temporal, id, job.Input{Cluster: in.Name, Command: in.Body.Command, Env: in.Body.Env, CPUs: in.Body.CPUs, GPUs: in.Body.GPUs, MemoryMB: in.Body.MemoryMB, InfeasibleGrace: grace, Work: &ws})

@@ -60,7 +60,7 @@ func (s *Server) submitWorkJob(ctx context.Context, in *workJobInput) (*workflow
 	if err != nil {
 		return nil, err
 	}
-	if err := s.preflight(ctx, st, id, "job", ws); err != nil {
+	if err := s.preflight(ctx, st, id, "job", "body", ws); err != nil {
 		return nil, err
 	}
 	run, err := job.Start(ctx, s.d.Temporal, id, job.Input{Cluster: b.Cluster, Command: b.Command, Env: b.Env, Work: &ws, InfeasibleGrace: grace})

@@ -51,7 +51,7 @@ type dryRunOutput struct {
 }
 
 type dryRunInput struct {
-	Cluster string `query:"cluster" maxLength:"63" doc:"Also decide this cluster's queued work on its live usage (it replaces the same work's recorded submission)."`
+	Cluster string `query:"cluster" maxLength:"63" pattern:"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" doc:"Also decide this cluster's queued work on its live usage (it replaces the same work's recorded submission)."`
 	Body    policy.Bundle
 }
 
@@ -158,8 +158,9 @@ func bundleErr(err error, results []policy.TestResult) error {
 // runs). A denial is a 403 listing every violated rule, except that work
 // denied only by a usage rule (quota, one training per config) is accepted
 // and waits in the cluster's queue with the rule as its reason. what names
-// the work in a 422 ("run", "trial lr=0.1").
-func (s *Server) preflight(ctx context.Context, st cluster.Status, workID, what string, ws workspec.Spec, extra ...func(*policy.Input)) error {
+// the work in a 422 ("run", "trial lr=0.1"), loc the body field it comes
+// from ("body", "body.run").
+func (s *Server) preflight(ctx context.Context, st cluster.Status, workID, what, loc string, ws workspec.Spec, extra ...func(*policy.Input)) error {
 	p := s.d.Admission.Engine().Params()
 	in := st.AdmissionInput(p, workID, ws)
 	for _, f := range extra {
@@ -180,7 +181,7 @@ func (s *Server) preflight(ctx context.Context, st cluster.Status, workID, what 
 	// refused now, with the constraint that makes it impossible.
 	if reason := st.Infeasible(p, workID, ws); reason != "" {
 		return huma.Error422UnprocessableEntity(what+" can never be placed on cluster "+st.Cluster,
-			&huma.ErrorDetail{Location: "body", Message: reason})
+			&huma.ErrorDetail{Location: loc, Message: reason})
 	}
 	return nil
 }

@@ -157,7 +157,7 @@ func (s *Server) registerRuns() {
 			return nil, err
 		}
 		id := runPrefix + uuid.NewString()
-		if err := s.preflight(ctx, st, id, "run", spec.WorkSpec(id), runCapabilities(spec, env.Metadata)); err != nil {
+		if err := s.preflight(ctx, st, id, "run", "body", spec.WorkSpec(id), runCapabilities(spec, env.Metadata)); err != nil {
 			return nil, err
 		}
 		wr, err := train.Start(ctx, s.d.Temporal, train.Input{RunID: id, Spec: spec, EnvPlugin: env.ID, RewardPlugin: reward, Endpoints: endpoints}, ids)

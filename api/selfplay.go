@@ -150,7 +150,7 @@ func (s *Server) registerSelfplay() {
 			return nil, err
 		}
 		id := selfplay.WorkflowID(b.Cluster, b.Config)
-		if err := s.preflight(ctx, st, id, "self-play loop", selfplay.SelfPlayWork(id, b.Config, set)); err != nil {
+		if err := s.preflight(ctx, st, id, "self-play loop", "body", selfplay.SelfPlayWork(id, b.Config, set)); err != nil {
 			return nil, err
 		}
 		loopID := id + "/" + uuid.NewString()[:8]
@@ -463,7 +463,7 @@ func (s *Server) startSchedule(ctx context.Context, b SelfplayScheduleStart) (st
 		return b.Cluster, err
 	}
 	id := selfplay.SchedulerID(b.Cluster)
-	if err := s.preflight(ctx, st, id, "self-play scheduler", selfplay.SelfPlayWork(id, "", set)); err != nil {
+	if err := s.preflight(ctx, st, id, "self-play scheduler", "body", selfplay.SelfPlayWork(id, "", set)); err != nil {
 		return b.Cluster, err
 	}
 	_, err = selfplay.StartScheduler(ctx, s.d.Temporal, selfplay.SchedulerInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Slots: b.Slots,

@@ -36,7 +36,7 @@ func registerDaemon[B, V any](s *Server, d daemon[V], start func(ctx context.Con
 		var se huma.StatusError
 		switch {
 		case temporal.IsWorkflowExecutionAlreadyStartedError(err):
-			return nil, huma.Error409Conflict("cluster " + cluster + " already has a " + d.what + "; stop it first")
+			return nil, huma.Error409Conflict("the " + d.what + " of cluster " + cluster + " is already running; stop it first")
 		case errors.As(err, &se):
 			return nil, err
 		case err != nil:

@@ -109,7 +109,7 @@ func (s *Server) registerSweeps() {
 				return nil, fieldErrors("invalid sweep", err)
 			}
 			ws := sweep.WithGPUs(ts, spec.GPUsPerTrial).TrainerWork(trialID, workspec.KindSweepTrial)
-			if err := s.preflight(ctx, st, trialID, "trial "+p.String(), ws); err != nil {
+			if err := s.preflight(ctx, st, trialID, "trial "+p.String(), "body.run", ws); err != nil {
 				return nil, err
 			}
 			out.Body.Trials = append(out.Body.Trials, trialID)

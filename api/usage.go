@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -15,7 +16,7 @@ import (
 )
 
 type usageInput struct {
-	Cluster string `query:"cluster" required:"true" maxLength:"63" doc:"The cluster whose ledger to sum."`
+	Cluster string `query:"cluster" required:"true" maxLength:"63" pattern:"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" doc:"The cluster whose ledger to sum."`
 }
 
 // UsageReport is a cluster's usage ledger summed over the quota window, the
@@ -64,6 +65,11 @@ func (s *Server) getUsage(ctx context.Context, in *usageInput) (*usageOutput, er
 	}
 	for c := range sum.RunningTrainingByConfig {
 		configs[c] = true
+	}
+	for c := range p.ConfigQuotas {
+		if !strings.Contains(c, "*") { // a pattern is no config
+			configs[c] = true
+		}
 	}
 	out.Body.Quotas = []ConfigQuota{}
 	for _, c := range slices.Sorted(maps.Keys(configs)) {

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
-	"github.com/trainyard/trainyard/internal/workspec"
 	"github.com/trainyard/trainyard/workflows/job"
 )
 
@@ -114,16 +113,13 @@ func newJobCmd() *cobra.Command {
 	return cmd
 }
 
-// workJobBody reads a work description file into the body of POST
-// /v1/jobs: the file as written (unknown fields are refused by the
-// server), the cluster, and args as the default command.
+// workJobBody reads a job file (YAML or JSON) into the body of POST
+// /v1/jobs: the file as written, the cluster, and args as the default
+// command. The server checks it and names each bad field.
 func workJobBody(file, clusterName string, args []string) (map[string]any, error) {
 	raw, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
-	}
-	if _, err := workspec.Parse(raw); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	var body map[string]any
 	if err := yaml.Unmarshal(raw, &body); err != nil {

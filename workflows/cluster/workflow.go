@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -455,14 +456,15 @@ func (c *controller) release(now time.Time, job string) {
 	c.st.Ledger.Close(job, "", now)
 }
 
-// liftHolds: work of the released work's config that a usage rule held
-// (one training per config, its quota) may be allowed now. Until its next
-// request decides it again, it counts as waiting work that goes first, so
-// younger work does not take its place in the meantime.
+// liftHolds: when a training ends, the work of its config that one
+// training per config held may be allowed now. Until its next request
+// decides it again, it counts as waiting work that goes first, so younger
+// work does not take its place in the meantime. (Quota holds lift as the
+// window slides, not on a release.)
 func (c *controller) liftHolds(job string) {
 	config, found := "", false
 	for _, r := range c.st.Ledger.Records {
-		if r.WorkID == job && r.Running() {
+		if r.WorkID == job && r.Running() && ledger.Trains(r.Kind) {
 			config, found = r.Config, true
 			break
 		}
@@ -471,7 +473,7 @@ func (c *controller) liftHolds(job string) {
 		return
 	}
 	for _, w := range c.st.Queue {
-		if w.Policy && w.Work.Config == config {
+		if w.Policy && w.Work.Config == config && strings.Contains(w.Reason, "one_training_per_config") {
 			w.Policy = false
 		}
 	}
@@ -492,7 +494,6 @@ func (c *controller) allocate(now time.Time, req AllocateRequest) (Allocation, e
 	}
 	c.params = pp
 	c.pruneQueue(now)
-	nodes := c.schedulerNodes(req.Exclude)
 	var p scheduler.Placement
 	var work scheduler.Work
 	if req.Work == nil { // a request recorded before work descriptions
@@ -501,14 +502,14 @@ func (c *controller) allocate(now time.Time, req AllocateRequest) (Allocation, e
 			gpus = req.GPUShare
 		}
 		work = scheduler.Work{ID: req.JobID, Spec: jobSpec(req.JobID, req.CPUs, gpus, req.MemoryMB)}
-		p = scheduler.New(pp).Place(nodes, work)
+		p = scheduler.New(pp).Place(c.schedulerNodes(req.Exclude), work)
 	} else {
 		work = scheduler.Work{ID: req.JobID, Spec: *req.Work}
 		if req.PolicyWait != "" {
 			c.enqueue(now, work.Spec, req.JobID, req.PolicyWait, true)
 			return Allocation{}, temporal.NewApplicationError("waiting on policy: "+req.PolicyWait, ErrNoCapacity)
 		}
-		p = c.placeQueued(now, pp, nodes, work)
+		p = c.placeQueued(now, pp, req.Exclude, work)
 	}
 	switch p.Status {
 	case scheduler.Placed:
@@ -652,52 +653,46 @@ func (c *controller) queue(now time.Time) []QueueItem {
 }
 
 // placeQueued places w after the queued work that goes before it: each of
-// those that fits now takes its share first, so w is placed only where it
-// still fits. Work held by a policy rule takes nothing. Lower work may
-// backfill around higher work that waits.
-func (c *controller) placeQueued(now time.Time, pp params.Params, nodes []scheduler.Node, w scheduler.Work) scheduler.Placement {
-	q := scheduler.NewQueue(pp)
+// those that fits now (on every node: w's exclusions are its own) takes its
+// share first, and w is placed only where it still fits. Work held by a
+// policy rule takes nothing. Lower work may backfill around higher work
+// that does not fit.
+func (c *controller) placeQueued(now time.Time, pp params.Params, exclude []string, w scheduler.Work) scheduler.Placement {
 	since := now
 	if prev := c.st.Queue[w.ID]; prev != nil {
 		since = prev.Since
 	}
-	_ = q.Push(scheduler.Item{Work: w, Priority: w.Spec.Priority, Submitted: since})
-	var ahead []string
-	order := c.ordered(now, pp)
 	mine := pp.EffectivePriority(w.Spec.Priority, now.Sub(since))
-	for _, it := range order {
+	ahead := scheduler.NewQueue(pp)
+	for _, it := range c.ordered(now, pp) {
 		if it.ID == w.ID || c.st.Queue[it.ID].Policy {
 			continue
 		}
 		if it.EffectivePriority > mine || (it.EffectivePriority == mine && it.Submitted.Before(since)) {
-			_ = q.Push(it.Item)
-			ahead = append(ahead, it.ID)
+			_ = ahead.Push(it.Item)
 		}
 	}
-	if len(ahead) == 0 {
+	nodes := c.schedulerNodes(exclude)
+	if ahead.Len() == 0 {
 		return scheduler.New(pp).Place(nodes, w)
 	}
-	r := scheduler.New(pp).Schedule(now, nodes, q)
-	for _, p := range r.Placed {
-		if p.WorkID == w.ID {
-			return p
-		}
-	}
-	for _, p := range append(r.Waiting, r.Infeasible...) {
-		if p.WorkID == w.ID {
-			if p.Status == scheduler.Waiting {
-				var first []string
-				for _, o := range r.Placed {
-					first = append(first, o.WorkID)
-				}
-				if len(first) > 0 {
-					p.Reason += fmt.Sprintf("; queued work ahead of it takes the room first: %v", first)
+	r := scheduler.New(pp).Schedule(now, c.schedulerNodes(nil), ahead)
+	var first []string
+	for _, pl := range r.Placed {
+		first = append(first, pl.WorkID)
+		for _, a := range pl.Assignments {
+			for i := range nodes {
+				if nodes[i].Name == a.Node {
+					nodes[i].Allocations = append(nodes[i].Allocations, a.Allocation)
 				}
 			}
-			return p
 		}
 	}
-	return scheduler.Placement{WorkID: w.ID, Status: scheduler.Waiting, Reason: "not scheduled"}
+	p := scheduler.New(pp).Place(nodes, w)
+	if p.Status == scheduler.Waiting && len(first) > 0 {
+		p.Reason += fmt.Sprintf("; queued work ahead of it takes the room first: %v", first)
+	}
+	return p
 }
 
 // placementParams are the request's policy params, or the shipped

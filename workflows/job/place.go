@@ -38,6 +38,17 @@ type Placement struct {
 	Waiting func(reason string, infeasible bool)
 }
 
+// giveBack releases what a cancelled placement may hold: the allocate
+// update can commit after its activity was cancelled, and the cluster's
+// queue still lists the work. Versioned: histories from before did not.
+func giveBack(ctx workflow.Context, pl Placement) {
+	if workflow.GetVersion(ctx, "place-gives-back-on-cancel", workflow.DefaultVersion, 1) != 1 {
+		return
+	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	_ = workflow.SignalExternalWorkflow(dctx, cluster.WorkflowID(pl.Cluster), "", cluster.SignalRelease, cluster.Release{JobID: pl.Request.JobID}).Get(dctx, nil)
+}
+
 // Report is a Placement.Waiting that records the wait in a progress's
 // fields: state "waiting" or "infeasible", the reason, and when the wait
 // began (since may be nil).
@@ -84,6 +95,7 @@ func Place(ctx workflow.Context, pl Placement) (cluster.Allocation, error) {
 			return a, nil
 		}
 		if ctx.Err() != nil {
+			giveBack(ctx, pl)
 			return a, ctx.Err()
 		}
 		why := Reason(err)
@@ -108,6 +120,7 @@ func Place(ctx workflow.Context, pl Placement) (cluster.Allocation, error) {
 			pl.Waiting(why, infeasible)
 		}
 		if err := workflow.Sleep(ctx, wait); err != nil {
+			giveBack(ctx, pl)
 			return a, err
 		}
 		if pl.Backoff {

@@ -67,7 +67,7 @@ type Instance struct {
 
 // Progress is what a job is doing now, and why it waits when it waits.
 type Progress struct {
-	State  string `json:"state" enum:"waiting,infeasible,running,done,failed"`
+	State  string `json:"state" enum:"waiting,infeasible,running,done,failed,cancelled"`
 	Node   string `json:"node,omitempty"`
 	GPUs   []int  `json:"gpus,omitempty"`
 	Reason string `json:"reason,omitempty" doc:"Why it waits: the resource or rule that blocks it on each node; when infeasible, also when it fails unless the cluster changes."`
@@ -190,9 +190,14 @@ func runGang(ctx workflow.Context, in Input, id string, alloc cluster.Allocation
 	for range futures {
 		sel.Select(ctx)
 	}
-	_ = workflow.SignalExternalWorkflow(ctx, cluster.WorkflowID(in.Cluster), "", cluster.SignalRelease, cluster.Release{JobID: id}).Get(ctx, nil)
+	// Disconnected: a cancelled job gives its nodes back too.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	_ = workflow.SignalExternalWorkflow(dctx, cluster.WorkflowID(in.Cluster), "", cluster.SignalRelease, cluster.Release{JobID: id}).Get(dctx, nil)
 	res := Result{Node: alloc.Node, GPUs: alloc.GPUs, Placements: p.Placements, Instances: p.Instances}
 	switch {
+	case ctx.Err() != nil:
+		p.State, p.Reason = "cancelled", "cancelled"
+		return res, "", ctx.Err()
 	case failed != nil:
 		p.State, p.Reason = "failed", failed.Error()
 		return res, "", temporal.NewNonRetryableApplicationError(failed.Error(), ErrProcessFailed, nil)
