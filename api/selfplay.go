@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -123,12 +122,8 @@ func (s *Server) registerSelfplay() {
 	huma.Register(s.API, start, func(ctx context.Context, in *startSelfplayInput) (*selfplayOutput, error) {
 		b := in.Body
 		set := b.Settings.WithDefaults()
-		if err := set.Validate(); err != nil {
-			var fe *selfplay.FieldError
-			if errors.As(err, &fe) {
-				return nil, huma.Error422UnprocessableEntity("invalid self-play settings", &huma.ErrorDetail{Location: "body.settings." + fe.Field, Message: fe.Reason})
-			}
-			return nil, huma.Error422UnprocessableEntity("invalid self-play settings", err)
+		if err := settingsErr(set); err != nil {
+			return nil, err
 		}
 		if strings.ContainsAny(b.Cluster+b.Config, "/ ") {
 			return nil, huma.Error422UnprocessableEntity("invalid self-play loop", &huma.ErrorDetail{Location: "body.config", Message: "cluster and config must not contain '/' or spaces", Value: b.Config})
@@ -431,32 +426,12 @@ func (s *Server) registerSelfplaySchedules() {
 func (s *Server) startSchedule(ctx context.Context, b SelfplayScheduleStart) (string, error) {
 	set := b.Settings
 	set.Generations = 0
-	if err := set.WithDefaults().Validate(); err != nil {
-		var fe *selfplay.FieldError
-		if errors.As(err, &fe) {
-			return b.Cluster, huma.Error422UnprocessableEntity("invalid self-play settings", &huma.ErrorDetail{Location: "body.settings." + fe.Field, Message: fe.Reason})
-		}
-		return b.Cluster, huma.Error422UnprocessableEntity("invalid self-play settings", err)
+	if err := settingsErr(set.WithDefaults()); err != nil {
+		return b.Cluster, err
 	}
-	var cfgs []selfplay.ScheduledConfig
-	seen := map[string]bool{}
-	var ids []string
-	for i, c := range b.Configs {
-		loc := fmt.Sprintf("body.configs[%d]", i)
-		if seen[c.Config] || strings.ContainsAny(c.Config, "/ ") {
-			return b.Cluster, huma.Error422UnprocessableEntity("invalid schedule", &huma.ErrorDetail{Location: loc + ".config", Message: "configs must be distinct and contain no '/' or spaces", Value: c.Config})
-		}
-		seen[c.Config] = true
-		ref := c.Game
-		if ref == "" {
-			ref = "kinrow-" + c.Config
-		}
-		rec, err := s.runPlugin(ctx, loc+".game", ref, plugins.KindGame)
-		if err != nil {
-			return b.Cluster, err
-		}
-		ids = append(ids, rec.ID)
-		cfgs = append(cfgs, selfplay.ScheduledConfig{Config: c.Config, GamePlugin: rec.ID, Weight: c.Weight, Quota: c.Quota, TargetElo: c.TargetElo})
+	cfgs, ids, err := s.gameConfigs(ctx, b.Configs, "invalid schedule")
+	if err != nil {
+		return b.Cluster, err
 	}
 	st, err := s.clusterStatus(ctx, b.Cluster)
 	if err != nil {
@@ -511,35 +486,17 @@ func (s *Server) registerSelfplayIdle() {
 func (s *Server) startIdle(ctx context.Context, b SelfplayIdleStart) (string, error) {
 	set := b.Settings
 	set.Generations, set.GPUs = max(0, set.Generations), 1
-	if err := set.WithDefaults().Validate(); err != nil {
-		var fe *selfplay.FieldError
-		if errors.As(err, &fe) {
-			return b.Cluster, huma.Error422UnprocessableEntity("invalid self-play settings", &huma.ErrorDetail{Location: "body.settings." + fe.Field, Message: fe.Reason})
-		}
-		return b.Cluster, huma.Error422UnprocessableEntity("invalid self-play settings", err)
+	if err := settingsErr(set.WithDefaults()); err != nil {
+		return b.Cluster, err
 	}
-	var cfgs []selfplay.ScheduledConfig
-	var ids []string
-	for i, c := range b.Configs {
-		loc := fmt.Sprintf("body.configs[%d]", i)
-		if strings.ContainsAny(c.Config, "/ ") || c.Config == "" {
-			return b.Cluster, huma.Error422UnprocessableEntity("invalid idle daemon", &huma.ErrorDetail{Location: loc + ".config", Message: "must be non-empty without '/' or spaces", Value: c.Config})
-		}
-		ref := c.Game
-		if ref == "" {
-			ref = "kinrow-" + c.Config
-		}
-		rec, err := s.runPlugin(ctx, loc+".game", ref, plugins.KindGame)
-		if err != nil {
-			return b.Cluster, err
-		}
-		ids = append(ids, rec.ID)
-		cfgs = append(cfgs, selfplay.ScheduledConfig{Config: c.Config, GamePlugin: rec.ID})
+	cfgs, ids, err := s.gameConfigs(ctx, b.Configs, "invalid idle daemon")
+	if err != nil {
+		return b.Cluster, err
 	}
 	if _, err := s.clusterStatus(ctx, b.Cluster); err != nil {
 		return b.Cluster, err
 	}
-	_, err := selfplay.StartIdle(ctx, s.d.Temporal, selfplay.IdleInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Threshold: b.Threshold, Poll: b.Poll}, ids)
+	_, err = selfplay.StartIdle(ctx, s.d.Temporal, selfplay.IdleInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Threshold: b.Threshold, Poll: b.Poll}, ids)
 	return b.Cluster, err
 }
 

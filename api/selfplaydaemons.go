@@ -3,12 +3,15 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/trainyard/trainyard/internal/auth"
+	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows/selfplay"
 )
 
@@ -64,4 +67,45 @@ func (d daemon[V]) output(ctx context.Context, cluster string) (*daemonOutput[V]
 		return nil, err
 	}
 	return &daemonOutput[V]{Body: v}, nil
+}
+
+// settingsErr is a 422 naming the bad field of self-play settings, or nil
+// when they are valid.
+func settingsErr(set selfplay.Settings) error {
+	err := set.Validate()
+	var fe *selfplay.FieldError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &fe):
+		return huma.Error422UnprocessableEntity("invalid self-play settings", &huma.ErrorDetail{Location: "body.settings." + fe.Field, Message: fe.Reason})
+	}
+	return huma.Error422UnprocessableEntity("invalid self-play settings", err)
+}
+
+// gameConfigs checks a daemon's configs (distinct, non-empty, no '/' or
+// spaces) and resolves each one's game plugin (default kinrow-<config>);
+// ids are the plugins' sha256s. title heads a 422.
+func (s *Server) gameConfigs(ctx context.Context, configs []ScheduleConfig, title string) ([]selfplay.ScheduledConfig, []string, error) {
+	var out []selfplay.ScheduledConfig
+	var ids []string
+	seen := map[string]bool{}
+	for i, c := range configs {
+		loc := fmt.Sprintf("body.configs[%d]", i)
+		if seen[c.Config] || c.Config == "" || strings.ContainsAny(c.Config, "/ ") {
+			return nil, nil, huma.Error422UnprocessableEntity(title, &huma.ErrorDetail{Location: loc + ".config", Message: "configs must be distinct, non-empty and contain no '/' or spaces", Value: c.Config})
+		}
+		seen[c.Config] = true
+		ref := c.Game
+		if ref == "" {
+			ref = "kinrow-" + c.Config
+		}
+		rec, err := s.runPlugin(ctx, loc+".game", ref, plugins.KindGame)
+		if err != nil {
+			return nil, nil, err
+		}
+		ids = append(ids, rec.ID)
+		out = append(out, selfplay.ScheduledConfig{Config: c.Config, GamePlugin: rec.ID, Weight: c.Weight, Quota: c.Quota, TargetElo: c.TargetElo})
+	}
+	return out, ids, nil
 }

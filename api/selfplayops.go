@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -19,7 +18,6 @@ import (
 	"github.com/trainyard/trainyard/internal/selfplay/alerts"
 	"github.com/trainyard/trainyard/internal/selfplay/catalog"
 	"github.com/trainyard/trainyard/internal/selfplay/populate"
-	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows/selfplay"
 )
 
@@ -120,40 +118,20 @@ func (s *Server) registerPopulator() {
 func (s *Server) startPopulator(ctx context.Context, b SelfplayPopulatorStart) (string, error) {
 	set := b.Settings
 	set.Generations = 0
-	if err := set.WithDefaults().Validate(); err != nil {
-		var fe *selfplay.FieldError
-		if errors.As(err, &fe) {
-			return b.Cluster, huma.Error422UnprocessableEntity("invalid self-play settings", &huma.ErrorDetail{Location: "body.settings." + fe.Field, Message: fe.Reason})
-		}
-		return b.Cluster, huma.Error422UnprocessableEntity("invalid self-play settings", err)
+	if err := settingsErr(set.WithDefaults()); err != nil {
+		return b.Cluster, err
 	}
 	if err := b.Tuning.WithDefaults().Validate(); err != nil {
 		return b.Cluster, huma.Error422UnprocessableEntity("invalid populator tuning", &huma.ErrorDetail{Location: "body.tuning.mix", Message: err.Error()})
 	}
-	var cfgs []selfplay.ScheduledConfig
-	var ids []string
-	seen := map[string]bool{}
-	for i, c := range b.Configs {
-		loc := fmt.Sprintf("body.configs[%d]", i)
-		if seen[c.Config] || c.Config == "" || strings.ContainsAny(c.Config, "/ ") {
-			return b.Cluster, huma.Error422UnprocessableEntity("invalid populator", &huma.ErrorDetail{Location: loc + ".config", Message: "configs must be distinct, non-empty and contain no '/' or spaces", Value: c.Config})
-		}
-		seen[c.Config] = true
-		ref := c.Game
-		if ref == "" {
-			ref = "kinrow-" + c.Config
-		}
-		rec, err := s.runPlugin(ctx, loc+".game", ref, plugins.KindGame)
-		if err != nil {
-			return b.Cluster, err
-		}
-		ids = append(ids, rec.ID)
-		cfgs = append(cfgs, selfplay.ScheduledConfig{Config: c.Config, GamePlugin: rec.ID, Weight: c.Weight, TargetElo: c.TargetElo})
+	cfgs, ids, err := s.gameConfigs(ctx, b.Configs, "invalid populator")
+	if err != nil {
+		return b.Cluster, err
 	}
 	if _, err := s.clusterStatus(ctx, b.Cluster); err != nil {
 		return b.Cluster, err
 	}
-	_, err := selfplay.StartPopulator(ctx, s.d.Temporal, selfplay.PopulatorInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Tuning: b.Tuning, Alerts: b.Alerts, Poll: b.Poll}, ids)
+	_, err = selfplay.StartPopulator(ctx, s.d.Temporal, selfplay.PopulatorInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Tuning: b.Tuning, Alerts: b.Alerts, Poll: b.Poll}, ids)
 	return b.Cluster, err
 }
 
