@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/trainyard/trainyard/api"
+	"github.com/trainyard/trainyard/workflows/cluster"
 )
 
 func newUsageCmd() *cobra.Command {
@@ -26,7 +26,7 @@ func newUsageCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var u api.UsageReport
+			var u cluster.UsageReport
 			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/usage?cluster="+url.QueryEscape(clusterName), nil, &u); err != nil {
 				return err
 			}
@@ -39,7 +39,7 @@ func newUsageCmd() *cobra.Command {
 	return cmd
 }
 
-func usageTable(w *tabwriter.Writer, u api.UsageReport) {
+func usageTable(w *tabwriter.Writer, u cluster.UsageReport) {
 	fmt.Fprintf(w, "cluster\t%s\nwindow\t%gh ending %s\n", u.Cluster, u.WindowHours, u.At.UTC().Format("2006-01-02 15:04:05Z"))
 	for _, by := range []struct {
 		name string
