@@ -50,19 +50,8 @@ func TestPolicyAsCode(t *testing.T) {
 
 	out := cli(t, dev, "policy", "dry-run", proposed, "-o", "json")
 	var dry struct {
-		Evaluated int `json:"evaluated"`
-		Changes   []struct {
-			WorkID string `json:"work_id"`
-			Before struct {
-				Allow bool `json:"allow"`
-			} `json:"before"`
-			After struct {
-				Allow bool `json:"allow"`
-			} `json:"after"`
-			Added []struct {
-				Rule string `json:"rule"`
-			} `json:"added"`
-		} `json:"changes"`
+		Evaluated int         `json:"evaluated"`
+		Changes   []dryChange `json:"changes"`
 	}
 	if err := json.Unmarshal([]byte(out), &dry); err != nil {
 		t.Fatal(err, out)
