@@ -93,7 +93,11 @@ func newJobCmd() *cobra.Command {
 				return err
 			}
 			return cf.print(os.Stdout, out, func(w *tabwriter.Writer) {
-				fmt.Fprintf(w, "job\t%s\nstatus\t%s\nstate\t%s\nnode\t%s\ngpus\t%v\nplacements\t%d\n", out.WorkflowID, out.Status, out.Progress.State, out.Progress.Node, out.Progress.GPUs, out.Progress.Placements)
+				fmt.Fprintf(w, "job\t%s\nstatus\t%s\nstate\t%s\n", out.WorkflowID, out.Status, out.Progress.State)
+				if len(out.Progress.Instances) == 0 { // a gang lists each instance's node below
+					fmt.Fprintf(w, "node\t%s\ngpus\t%v\n", out.Progress.Node, out.Progress.GPUs)
+				}
+				fmt.Fprintf(w, "placements\t%d\n", out.Progress.Placements)
 				if out.Progress.Reason != "" {
 					fmt.Fprintf(w, "waiting because\t%s\n", out.Progress.Reason)
 				}
@@ -104,7 +108,11 @@ func newJobCmd() *cobra.Command {
 					fmt.Fprintf(w, "exit code\t%d\n", out.Result.ExitCode)
 				}
 				for _, in := range out.Progress.Instances {
-					fmt.Fprintf(w, "%s#%d\t%s on %s gpus %v exit %d %s\n", in.Role, in.Instance, in.State, in.Node, in.GPUs, in.ExitCode, in.Error)
+					line := fmt.Sprintf("%s on %s gpus %v exit %d", in.State, in.Node, in.GPUs, in.ExitCode)
+					if in.MaxConcurrency > 0 {
+						line += fmt.Sprintf(" max_concurrency %d", in.MaxConcurrency)
+					}
+					fmt.Fprintf(w, "%s#%d\t%s %s\n", in.Role, in.Instance, line, in.Error)
 				}
 			})
 		},

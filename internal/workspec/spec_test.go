@@ -2,6 +2,8 @@ package workspec
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 )
@@ -163,5 +165,28 @@ func TestSelectorAndHelpers(t *testing.T) {
 	s := Spec{Config: "hexagonal_4p", Groups: []Group{{"g", StrictSpread}}}
 	if s.BoardName() != "hexagonal" || s.GroupStrategy("g") != StrictSpread || s.GroupStrategy("other") != Pack {
 		t.Errorf("BoardName=%q GroupStrategy(g)=%q GroupStrategy(other)=%q", s.BoardName(), s.GroupStrategy("g"), s.GroupStrategy("other"))
+	}
+}
+
+// TestShippedJobsParse: the job files the README submits are valid work
+// descriptions.
+func TestShippedJobsParse(t *testing.T) {
+	files, err := filepath.Glob("../../deploy/jobs/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no job files: %v", err)
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Parse(raw)
+		if err == nil {
+			s.Name = "example"
+			err = s.Validate()
+		}
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
 	}
 }
