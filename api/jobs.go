@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -45,7 +44,7 @@ func (s *Server) submitWorkJob(ctx context.Context, in *workJobInput) (*workflow
 	}
 	ws.ApplyDefaults()
 	if err := ws.Validate(); err != nil {
-		return nil, workspecErrors(err)
+		return nil, fieldErrors("invalid job", err)
 	}
 	for i, r := range ws.Roles {
 		if len(r.Command) == 0 && len(b.Command) == 0 {
@@ -68,17 +67,4 @@ func (s *Server) submitWorkJob(ctx context.Context, in *workJobInput) (*workflow
 		return nil, temporalErr("submit job", err)
 	}
 	return &workflowRefOutput{Body: WorkflowRef{WorkflowID: run.GetID(), RunID: run.GetRunID()}}, nil
-}
-
-// workspecErrors is a 422 naming every bad field of a work description.
-func workspecErrors(err error) error {
-	var fes workspec.FieldErrors
-	if !errors.As(err, &fes) {
-		return huma.Error422UnprocessableEntity("invalid job", &huma.ErrorDetail{Location: "body", Message: err.Error()})
-	}
-	details := make([]error, len(fes))
-	for i, fe := range fes {
-		details[i] = &huma.ErrorDetail{Location: "body." + fe.Field, Message: fe.Message}
-	}
-	return huma.Error422UnprocessableEntity("invalid job", details...)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/training"
+	"github.com/trainyard/trainyard/internal/workspec"
 	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows/train"
 )
@@ -471,6 +472,12 @@ func fieldErrors(title string, err error) error {
 		var fe *training.FieldError
 		if errors.As(e, &fe) {
 			details = append(details, &huma.ErrorDetail{Location: "body." + fe.Field, Message: fe.Reason})
+		}
+	}
+	var wes workspec.FieldErrors // a work description's
+	if errors.As(err, &wes) {
+		for _, fe := range wes {
+			details = append(details, &huma.ErrorDetail{Location: "body." + fe.Field, Message: fe.Message})
 		}
 	}
 	if len(details) == 0 {

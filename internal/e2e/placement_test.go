@@ -386,10 +386,15 @@ func TestSeed003LayoutIsOneGang(t *testing.T) {
 		t.Fatalf("first loop: %+v", j)
 	}
 
+	// A bad field is named.
+	code, hdr, raw := dev.call("POST", "/v1/jobs", dev.admin, map[string]any{"cluster": "llm", "command": []string{"true"},
+		"roles": []any{map[string]any{"name": "t", "cpus": 1, "gpus": 1.5}}}, nil)
+	assertProblem(t, code, hdr, raw, http.StatusUnprocessableEntity, "body.roles[0].gpus")
+
 	// Four strictly spread workers on a two-node pool can never be placed.
 	bad := seed003Layout("llm", "square8_3p", g, marks)
 	bad["groups"] = []any{map[string]any{"name": "learner", "strategy": "STRICT_PACK"}, map[string]any{"name": "rollouts", "strategy": "STRICT_SPREAD"}}
-	code, hdr, raw := dev.call("POST", "/v1/jobs", dev.admin, bad, nil)
+	code, hdr, raw = dev.call("POST", "/v1/jobs", dev.admin, bad, nil)
 	assertProblem(t, code, hdr, raw, http.StatusUnprocessableEntity, "body")
 	if !strings.Contains(string(raw), "can never be placed") {
 		t.Fatalf("infeasible gang: %s", raw)
