@@ -122,7 +122,7 @@ func (b *Book) Quota(p params.Params, now time.Time) Quota {
 		end := r.End
 		if r.Running() {
 			end = now
-			if Trains(r.Kind) {
+			if OneTrainingKind(r.Kind) {
 				if training == nil {
 					training = map[string]string{}
 				}
@@ -160,9 +160,10 @@ func Tier(p params.Params, vramMB int) string {
 	return "none"
 }
 
-// Trains says whether a kind counts as training for
-// one-training-per-config.
-func Trains(kind string) bool { return kind == "training" }
+// OneTrainingKind says whether running work of a kind counts toward one
+// training per config: trainings do; sweep trials, which also train
+// (workspec.Trains), run many at once by design and do not.
+func OneTrainingKind(kind string) bool { return kind == "training" }
 
 // Sum totals the book over p's quota window ending at now.
 func (b *Book) Sum(p params.Params, now time.Time) Summary {
@@ -209,7 +210,7 @@ func (b *Book) Sum(p params.Params, now time.Time) Summary {
 	}
 	for _, w := range running {
 		w.Seconds = int64(now.Sub(w.Since).Seconds())
-		if Trains(w.Kind) {
+		if OneTrainingKind(w.Kind) {
 			s.RunningTrainingByConfig[w.Config]++
 		}
 		s.Running = append(s.Running, *w)

@@ -464,7 +464,7 @@ func (c *controller) release(now time.Time, job string) {
 func (c *controller) liftHolds(job string) {
 	config, found := "", false
 	for _, r := range c.st.Ledger.Records {
-		if r.WorkID == job && r.Running() && ledger.Trains(r.Kind) {
+		if r.WorkID == job && r.Running() && ledger.OneTrainingKind(r.Kind) {
 			config, found = r.Config, true
 			break
 		}
