@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -146,10 +147,16 @@ func TestPluginRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Visibility indexes the workflow a moment after it starts; a DELETE
+		// before that would succeed, so wait until it is listed.
 		waitFor(t, func() bool {
-			code, _, _ := dev.call("DELETE", "/v1/plugins/"+envRec.ID, dev.admin, nil, nil)
-			return code == http.StatusConflict
+			n, err := tc.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
+				Query: "TrainyardPlugins = '" + envRec.ID + "' AND ExecutionStatus = 'Running'"})
+			return err == nil && n.GetCount() > 0
 		})
+		if code, _, raw := dev.call("DELETE", "/v1/plugins/"+envRec.ID, dev.admin, nil, nil); code != http.StatusConflict {
+			t.Fatalf("delete of a plugin in use: want 409, got %d: %s", code, raw)
+		}
 		if err := tc.TerminateWorkflow(context.Background(), wr.GetID(), "", "test done"); err != nil {
 			t.Fatal(err)
 		}
