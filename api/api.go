@@ -64,12 +64,16 @@ func New(d Deps) *Server {
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", Description: "A Trainyard API token (ty_...)."},
 	}
+	// huma's /docs page loads its renderer from a CDN; registerDocs serves
+	// the same renderer from the binary instead (docs.go).
+	cfg.DocsPath = ""
 	s := &Server{d: d, mux: mux}
 	s.API = humago.New(mux, cfg)
 	s.API.UseMiddleware(s.authenticate)
 	if d.Metrics != nil {
 		mux.Handle("GET /metrics", d.Metrics)
 	}
+	s.registerDocs()
 	s.registerSystem()
 	s.registerWorkflows()
 	s.registerTokens()
