@@ -53,7 +53,8 @@ func newDevCmd(g *globals) *cobra.Command {
 		Use:   "dev",
 		Short: "Run everything in one process: Temporal, its Web UI, S3, the API and a worker",
 		Long: "dev starts an embedded Temporal server (SQLite), the Temporal Web UI, an S3 gateway and the\n" +
-			"Trainyard API and worker, all on loopback with state kept in --data-dir. Ports set to 0 are picked at random.",
+			"Trainyard API and worker, all on loopback with state kept in --data-dir. Ports set to 0 are picked at random\n" +
+			"on each start; Temporal's internal ports are picked on the first and kept in DATA/temporal-ports.json.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDev(cmd.Context(), g, o) },
 	}
@@ -118,6 +119,7 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 		SearchAttributes: searchAttributes,
 		Logger:           log.With("component", "temporal-server"),
 		DynamicConfig:    embedded.DefaultDynamicConfig(),
+		PortsFile:        filepath.Join(dir, "temporal-ports.json"),
 	})
 	if err != nil {
 		return err

@@ -13,9 +13,10 @@ import (
 
 	"github.com/versity/versitygw/backend/meta"
 
-	"github.com/trainyard/trainyard/internal/atomicfile"
 	"github.com/versity/versitygw/backend/posix"
 	"github.com/versity/versitygw/embedgw"
+
+	"github.com/trainyard/trainyard/internal/atomicfile"
 )
 
 // S3Credentials are the root keys of the embedded gateway.
@@ -54,8 +55,9 @@ func LoadOrCreateS3Credentials(file string) (S3Credentials, error) {
 	return c, nil
 }
 
-// StartS3 serves an S3 API on ip:port (0 picks a free port) storing buckets
-// as directories under dir.
+// StartS3 serves an S3 API on ip:port (0 picks a free port, see FreePort)
+// storing buckets as directories under dir. A port asked for that another
+// process holds is an error that says so.
 func StartS3(ip string, port int, dir string, creds S3Credentials) (*S3, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("s3 data dir: %w", err)
@@ -66,6 +68,8 @@ func StartS3(ip string, port int, dir string, creds S3Credentials) (*S3, error) 
 			return nil, err
 		}
 		port = p
+	} else if err := checkRequestedPort("s3 gateway", ip, port); err != nil {
+		return nil, err
 	}
 	be, err := posix.New(dir, meta.XattrMeta{}, posix.PosixOpts{})
 	if err != nil {

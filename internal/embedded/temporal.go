@@ -45,6 +45,11 @@ type TemporalOptions struct {
 	Logger           *slog.Logger
 	// DynamicConfig overrides server defaults (keys as in Temporal's docs).
 	DynamicConfig map[string]any
+	// PortsFile keeps the internal ports (frontend HTTP, history, matching,
+	// worker) picked on first start, so that a restart binds the same ones;
+	// one held by another listener by then is replaced by a new pick (nothing
+	// outside the process dials them). "" picks new ones on every start.
+	PortsFile string
 }
 
 // Temporal is a running embedded Temporal server.
@@ -74,15 +79,36 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	// The ports are picked free and bound by the server a moment later;
-	// another process can take one in between (a busy test machine did).
-	// Then the server is built again on newly picked ports.
+	if opts.FrontendPort != 0 {
+		if err := checkRequestedPort("temporal frontend", opts.IP, opts.FrontendPort); err != nil {
+			return nil, err
+		}
+	}
+	kept := internalPorts{}
+	if opts.PortsFile != "" {
+		p, err := readPorts(opts.PortsFile)
+		if err != nil {
+			opts.Logger.Warn("the embedded Temporal server's kept ports are unreadable; picking new ones", "err", err)
+		}
+		kept = p
+	}
+	// Picked ports are checked free and bound by the server a moment later.
+	// Out of the ephemeral range (see FreePort) only a program binding that
+	// very port can take one in between; should that happen with an error
+	// returned, the server is built again on newly picked ports. (A service
+	// whose gRPC listener fails exits the process from inside Temporal; the
+	// next start finds that port held and picks another.)
 	for attempt := 1; ; attempt++ {
-		t, err := startTemporal(opts)
+		ports, err := choosePorts(opts, kept)
+		if err != nil {
+			return nil, err
+		}
+		t, err := startTemporal(opts, ports)
 		if err == nil || attempt == 3 || !addressInUse(err) {
 			return t, err
 		}
 		opts.Logger.Warn("a port of the embedded Temporal server was taken; picking others", "err", err)
+		kept = internalPorts{}
 	}
 }
 
@@ -93,23 +119,61 @@ func addressInUse(err error) bool {
 // freePort is FreePort; a test replaces it to hand out a taken port.
 var freePort = FreePort
 
-func startTemporal(opts TemporalOptions) (*Temporal, error) {
-	frontend := opts.FrontendPort
-	if frontend == 0 {
-		p, err := freePort(opts.IP)
+// choosePorts returns the port of every service: the frontend's as asked
+// (0: a new pick), the internal ones as kept where they are still free,
+// outside the ephemeral range and distinct, else new picks, which are kept.
+func choosePorts(opts TemporalOptions, kept internalPorts) (map[string]int, error) {
+	used := map[int]bool{opts.FrontendPort: true}
+	pick := func() (int, error) {
+		for range 50 {
+			p, err := freePort(opts.IP)
+			if err != nil || !used[p] {
+				used[p] = true
+				return p, err
+			}
+		}
+		return 0, fmt.Errorf("find free port on %s: only taken ones came back", opts.IP)
+	}
+	ports := map[string]int{}
+	changed := false
+	for _, svc := range internalServices {
+		if p := kept[svc]; p > 0 && p <= 65535 && !used[p] && outsideEphemeral(p) {
+			err := portFree(opts.IP, p)
+			if err == nil {
+				ports[svc], used[p] = p, true
+				continue
+			}
+			opts.Logger.Warn("the port kept for the embedded Temporal server's "+svc+" service is held by another listener; picking another",
+				"port", p, "err", err)
+		}
+		p, err := pick()
 		if err != nil {
 			return nil, err
 		}
-		frontend = p
+		ports[svc], changed = p, true
 	}
-	ports := map[string]int{"frontend": frontend}
-	for _, svc := range []string{"frontend-http", "history", "matching", "worker"} {
-		p, err := freePort(opts.IP)
+	ports["frontend"] = opts.FrontendPort
+	if ports["frontend"] == 0 {
+		p, err := pick()
 		if err != nil {
 			return nil, err
 		}
-		ports[svc] = p
+		ports["frontend"] = p
 	}
+	if opts.PortsFile != "" && changed {
+		keep := internalPorts{}
+		for _, svc := range internalServices {
+			keep[svc] = ports[svc]
+		}
+		if err := writePorts(opts.PortsFile, keep); err != nil {
+			return nil, fmt.Errorf("keep the embedded Temporal server's ports: %w", err)
+		}
+	}
+	return ports, nil
+}
+
+func startTemporal(opts TemporalOptions, ports map[string]int) (*Temporal, error) {
+	frontend := ports["frontend"]
 	addr := func(p int) string { return net.JoinHostPort(opts.IP, strconv.Itoa(p)) }
 
 	sqlConf, err := sqliteConfig(opts.DatabaseFile, opts.Namespaces, opts.SearchAttributes)
@@ -227,16 +291,6 @@ func sqliteConfig(file string, namespaces []string, attrs map[string]enumspb.Ind
 		return nil, fmt.Errorf("create namespaces: %w", err)
 	}
 	return conf, nil
-}
-
-// FreePort asks the kernel for an unused TCP port on ip.
-func FreePort(ip string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("find free port on %s: %w", ip, err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // slogAdapter sends Temporal's server logs to slog. The server is chatty at

@@ -24,7 +24,7 @@ func TestStartTemporalPicksOtherPortsWhenOneIsTaken(t *testing.T) {
 	calls := 0
 	freePort = func(ip string) (int, error) {
 		calls++
-		if calls == 2 { // the first attempt's frontend-http port
+		if calls == 1 { // the first attempt's frontend-http port
 			return taken.Addr().(*net.TCPAddr).Port, nil
 		}
 		return FreePort(ip)

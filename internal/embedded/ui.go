@@ -16,8 +16,9 @@ type UI struct {
 	URL    string
 }
 
-// StartUI serves the Web UI on ip:port (0 picks a free port), pointed at the
-// Temporal frontend at temporalAddr.
+// StartUI serves the Web UI on ip:port (0 picks a free port, see FreePort),
+// pointed at the Temporal frontend at temporalAddr. A port asked for that
+// another process holds is an error that says so.
 func StartUI(ip string, port int, temporalAddr string) (*UI, error) {
 	if port == 0 {
 		p, err := FreePort(ip)
@@ -25,6 +26,8 @@ func StartUI(ip string, port int, temporalAddr string) (*UI, error) {
 			return nil, err
 		}
 		port = p
+	} else if err := checkRequestedPort("temporal ui", ip, port); err != nil {
+		return nil, err
 	}
 	srv := uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
 		Host:                ip,
