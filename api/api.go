@@ -18,8 +18,8 @@ import (
 	"github.com/trainyard/trainyard/internal/admission"
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
-	"github.com/trainyard/trainyard/plugins"
 )
 
 // Version is reported in the OpenAPI document.
@@ -33,7 +33,7 @@ type Deps struct {
 	Tokens    *auth.Store
 	Store     *objstore.Store
 	// Plugins validates uploads; PluginStore keeps them.
-	Plugins     *plugins.Runtime
+	Plugins     *pluginhost.Runtime
 	PluginStore *pluginstore.Store
 	// Admission decides submissions with the policy bundle in force.
 	Admission *admission.Service

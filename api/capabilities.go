@@ -7,9 +7,9 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/trainyard/trainyard/internal/inference"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/policy"
 	"github.com/trainyard/trainyard/internal/training"
-	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows/cluster"
 )
 
@@ -17,8 +17,8 @@ import (
 // every granted endpoint must be declared by the cluster and by the env
 // plugin's metadata (http:<name>). The definitions travel with the run to
 // the agent, which resolves their credentials itself.
-func grantedEndpoints(spec training.Spec, st cluster.Status, env plugins.Metadata) ([]inference.Endpoint, error) {
-	declared := env.DeclaredEndpoints(plugins.CapHTTP)
+func grantedEndpoints(spec training.Spec, st cluster.Status, env pluginhost.Metadata) ([]inference.Endpoint, error) {
+	declared := env.DeclaredEndpoints(pluginhost.CapHTTP)
 	if spec.Capabilities == nil || len(spec.Capabilities.HTTP) == 0 {
 		if len(declared) > 0 {
 			// It would be refused at load on the agent: say so now.
@@ -56,7 +56,7 @@ func grantedEndpoints(spec training.Spec, st cluster.Status, env plugins.Metadat
 
 // runCapabilities puts a run's grants and its env plugin's declared
 // capabilities into the admission input (policies/capabilities.rego).
-func runCapabilities(spec training.Spec, env plugins.Metadata) func(*policy.Input) {
+func runCapabilities(spec training.Spec, env pluginhost.Metadata) func(*policy.Input) {
 	return func(in *policy.Input) {
 		if c := spec.Capabilities; c != nil {
 			in.Work.Capabilities = &policy.Capabilities{HTTP: c.HTTP, HTTPRate: c.HTTPRate}

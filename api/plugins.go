@@ -13,8 +13,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/trainyard/trainyard/internal/auth"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
-	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows/pluginrun"
 )
 
@@ -58,8 +58,8 @@ type testRunInput struct {
 type testRunOutput struct {
 	Body struct {
 		WorkflowRef
-		Plugin string               `json:"plugin"`
-		Stats  plugins.RolloutStats `json:"stats"`
+		Plugin string                  `json:"plugin"`
+		Stats  pluginhost.RolloutStats `json:"stats"`
 	}
 }
 
@@ -77,9 +77,9 @@ func (s *Server) registerPlugins() {
 		if err != nil {
 			return nil, huma.Error400BadRequest("read module", err)
 		}
-		md, err := s.d.Plugins.Validate(ctx, wasm, plugins.Limits{})
+		md, err := s.d.Plugins.Validate(ctx, wasm, pluginhost.Limits{})
 		if err != nil {
-			if errors.Is(err, plugins.ErrInvalidPlugin) {
+			if errors.Is(err, pluginhost.ErrInvalidPlugin) {
 				return nil, huma.Error422UnprocessableEntity("plugin rejected",
 					&huma.ErrorDetail{Location: "body.module", Message: err.Error()})
 			}
@@ -155,7 +155,7 @@ func (s *Server) registerPlugins() {
 		if err != nil {
 			return nil, err
 		}
-		if rec.Kind != string(plugins.KindEnv) {
+		if rec.Kind != string(pluginhost.KindEnv) {
 			return nil, huma.Error422UnprocessableEntity("only env plugins can be test-run",
 				&huma.ErrorDetail{Location: "path.ref", Message: "plugin kind is " + rec.Kind, Value: in.Ref})
 		}

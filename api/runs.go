@@ -19,11 +19,11 @@ import (
 
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/checkpoint"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/internal/workspec"
-	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows/train"
 )
 
@@ -130,7 +130,7 @@ func (s *Server) registerRuns() {
 		var ids []string
 		if spec.Env != "" {
 			var err error
-			if env, err = s.runPlugin(ctx, "body.env", spec.Env, plugins.KindEnv); err != nil {
+			if env, err = s.runPlugin(ctx, "body.env", spec.Env, pluginhost.KindEnv); err != nil {
 				return nil, err
 			}
 			ids = append(ids, env.ID)
@@ -142,7 +142,7 @@ func (s *Server) registerRuns() {
 		}
 		var reward string
 		if spec.Reward != "" {
-			rec, err := s.runPlugin(ctx, "body.reward", spec.Reward, plugins.KindReward)
+			rec, err := s.runPlugin(ctx, "body.reward", spec.Reward, pluginhost.KindReward)
 			if err != nil {
 				return nil, err
 			}
@@ -411,7 +411,7 @@ func (s *Server) workflowInput(ctx context.Context, id string, in any) error {
 }
 
 // runPlugin resolves a plugin reference of a run spec and checks its kind.
-func (s *Server) runPlugin(ctx context.Context, loc, ref string, kind plugins.Kind) (pluginstore.Record, error) {
+func (s *Server) runPlugin(ctx context.Context, loc, ref string, kind pluginhost.Kind) (pluginstore.Record, error) {
 	r, err := s.d.PluginStore.Resolve(ctx, ref)
 	switch {
 	case errors.Is(err, pluginstore.ErrNotFound), errors.Is(err, pluginstore.ErrAmbiguous):

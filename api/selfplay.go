@@ -16,9 +16,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/trainyard/trainyard/internal/auth"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/selfplay/elo"
 	"github.com/trainyard/trainyard/internal/selfplay/schedule"
-	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows/selfplay"
 )
 
@@ -132,7 +132,7 @@ func (s *Server) registerSelfplay() {
 		if ref == "" {
 			ref = "kinrow-" + b.Config
 		}
-		rec, err := s.runPlugin(ctx, "body.game", ref, plugins.KindGame)
+		rec, err := s.runPlugin(ctx, "body.game", ref, pluginhost.KindGame)
 		if err != nil {
 			return nil, err
 		}

@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/trainyard/trainyard/internal/auth"
-	"github.com/trainyard/trainyard/plugins"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/workflows/selfplay"
 )
 
@@ -100,7 +100,7 @@ func (s *Server) gameConfigs(ctx context.Context, configs []ScheduleConfig, titl
 		if ref == "" {
 			ref = "kinrow-" + c.Config
 		}
-		rec, err := s.runPlugin(ctx, loc+".game", ref, plugins.KindGame)
+		rec, err := s.runPlugin(ctx, loc+".game", ref, pluginhost.KindGame)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -11,9 +11,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/trainyard/trainyard/internal/auth"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/workspec"
-	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows/sweep"
 )
 
@@ -70,14 +70,14 @@ func (s *Server) registerSweeps() {
 		var ids []string
 		if spec.Run.Env != "" {
 			var err error
-			if env, err = s.runPlugin(ctx, "body.run.env", spec.Run.Env, plugins.KindEnv); err != nil {
+			if env, err = s.runPlugin(ctx, "body.run.env", spec.Run.Env, pluginhost.KindEnv); err != nil {
 				return nil, err
 			}
 			ids = append(ids, env.ID)
 		}
 		var reward string
 		if spec.Run.Reward != "" {
-			rec, err := s.runPlugin(ctx, "body.run.reward", spec.Run.Reward, plugins.KindReward)
+			rec, err := s.runPlugin(ctx, "body.run.reward", spec.Run.Reward, pluginhost.KindReward)
 			if err != nil {
 				return nil, err
 			}

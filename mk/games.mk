@@ -1,4 +1,4 @@
-# Games and self-play engines (internal/games, plugins/examples/kinrow,
+# Games and self-play engines (sdk/go/games, plugins/kinrow,
 # internal/selfplay/engine, internal/selfplay/model; docs/games.md).
 #
 # The learning test (a square8_2p model trained by self-play beats random;
@@ -23,7 +23,7 @@ games-bench:
 # Random legal play against the rules' invariants, and the model file
 # parser, 30 s each.
 games-fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzRandomPlay$$' -fuzztime 30s ./internal/games/kinrow/
+	$(GO) test -run '^$$' -fuzz '^FuzzRandomPlay$$' -fuzztime 30s ./sdk/go/games/kinrow/
 	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshal$$' -fuzztime 30s ./internal/selfplay/model/
 
 # Every k-in-a-row config as a plugin module: .cache/plugins/kinrow-<config>.wasm
@@ -32,4 +32,4 @@ kinrow-plugins: $(KINROW_CONFIGS:%=$(KINROW_OUT)/kinrow-%.wasm)
 
 $(KINROW_OUT)/kinrow-%.wasm: FORCE_PLUGINS
 	@mkdir -p $(KINROW_OUT)
-	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 $(GO) build -trimpath -buildmode=c-shared -o $@ ./plugins/examples/kinrow/$*
+	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 $(GO) build -trimpath -buildmode=c-shared -o $@ ./plugins/kinrow/$*

@@ -15,20 +15,20 @@ plugins-go: $(GO_PLUGINS:%=$(PLUGINS_OUT)/%.wasm)
 
 $(PLUGINS_OUT)/%.wasm: FORCE_PLUGINS
 	@mkdir -p $(PLUGINS_OUT)
-	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 $(GO) build -trimpath -buildmode=c-shared -o $@ ./plugins/examples/$*
+	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 $(GO) build -trimpath -buildmode=c-shared -o $@ ./plugins/$*
 
 $(ASC): sdk/assemblyscript/package.json sdk/assemblyscript/package-lock.json
 	cd sdk/assemblyscript && npm ci --no-audit --no-fund
 	@touch $@
 
-$(PLUGINS_OUT)/cartpole-as.wasm: $(ASC) $(AS_SDK_SRC) $(wildcard plugins/examples/cartpole-as/assembly/*.ts)
+$(PLUGINS_OUT)/cartpole-as.wasm: $(ASC) $(AS_SDK_SRC) $(wildcard plugins/cartpole-as/assembly/*.ts)
 	@mkdir -p $(PLUGINS_OUT)
-	$(ASC) plugins/examples/cartpole-as/assembly/index.ts -o $@ --runtime incremental -O3 --noAssert \
+	$(ASC) plugins/cartpole-as/assembly/index.ts -o $@ --runtime incremental -O3 --noAssert \
 	  --use abort=sdk/assemblyscript/assembly/index/abortTrap
 
-$(PLUGINS_OUT)/reward-clip-as.wasm: $(ASC) $(AS_SDK_SRC) $(wildcard plugins/examples/reward-clip-as/assembly/*.ts)
+$(PLUGINS_OUT)/reward-clip-as.wasm: $(ASC) $(AS_SDK_SRC) $(wildcard plugins/reward-clip-as/assembly/*.ts)
 	@mkdir -p $(PLUGINS_OUT)
-	$(ASC) plugins/examples/reward-clip-as/assembly/index.ts -o $@ --runtime incremental -O3 --noAssert \
+	$(ASC) plugins/reward-clip-as/assembly/index.ts -o $@ --runtime incremental -O3 --noAssert \
 	  --use abort=sdk/assemblyscript/assembly/index/abortTrap
 
 $(PLUGINS_OUT)/goleft.wasm: $(ASC) $(AS_SDK_SRC) sdk/assemblyscript/template/assembly/index.ts

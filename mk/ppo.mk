@@ -1,4 +1,4 @@
-# Built-in PPO learner (internal/ppo, internal/nn, internal/envs/...).
+# Built-in PPO learner (internal/ppo, internal/nn, sdk/go/envs/...).
 # The learning tests (CartPole-v1 to 475 in-process and from 2 simulated
 # rollout workers' fragments, Pendulum-v1 to -200) take ~40 s
 # without the race detector and are compiled out under -race, so `make test`
@@ -12,10 +12,10 @@ ppo-learn:
 
 # Rollout throughput, time to CartPole 475, env and network kernels.
 ppo-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/ppo/ ./internal/nn/ ./internal/envs/...
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/ppo/ ./internal/nn/ ./sdk/go/envs/...
 
 # Checkpoint and env-snapshot parsers, 30 s each.
 .PHONY: ppo-fuzz
 ppo-fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime 30s ./internal/ppo/
-	$(GO) test -run '^$$' -fuzz '^FuzzRestoreSnapshot$$' -fuzztime 30s ./internal/envs/native/
+	$(GO) test -run '^$$' -fuzz '^FuzzRestoreSnapshot$$' -fuzztime 30s ./sdk/go/envs/native/

@@ -13,13 +13,13 @@ import (
 	"github.com/trainyard/trainyard/internal/agent/drain"
 	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/policy"
 	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/internal/provision"
 	"github.com/trainyard/trainyard/internal/temporalx"
 	"github.com/trainyard/trainyard/internal/training"
-	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows/cluster"
 	"github.com/trainyard/trainyard/workflows/healthcheck"
 	"github.com/trainyard/trainyard/workflows/job"
@@ -35,7 +35,7 @@ const ControlTaskQueue = temporalx.ControlTaskQueue
 // Deps are the side-effecting services activities use.
 type Deps struct {
 	Store    *objstore.Store
-	Plugins  *plugins.Runtime
+	Plugins  *pluginhost.Runtime
 	Client   client.Client
 	Identity string
 	// Provisioners start and stop node agents; Launch builds their command.

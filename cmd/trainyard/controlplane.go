@@ -22,6 +22,7 @@ import (
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/policy"
 	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/internal/provision"
@@ -29,7 +30,6 @@ import (
 	"github.com/trainyard/trainyard/internal/provision/ssh"
 	"github.com/trainyard/trainyard/internal/provision/static"
 	"github.com/trainyard/trainyard/internal/temporalx"
-	"github.com/trainyard/trainyard/plugins"
 	"github.com/trainyard/trainyard/workflows"
 	"github.com/trainyard/trainyard/workflows/pluginrun"
 )
@@ -118,7 +118,7 @@ const policyRefresh = 15 * time.Second
 
 // startWorker runs the control-plane worker; placements use the params of
 // adm's bundle in force.
-func startWorker(c client.Client, store *objstore.Store, rt *plugins.Runtime, al agentLaunch, adm *admission.Service) (worker.Worker, error) {
+func startWorker(c client.Client, store *objstore.Store, rt *pluginhost.Runtime, al agentLaunch, adm *admission.Service) (worker.Worker, error) {
 	host, _ := os.Hostname()
 	identity := fmt.Sprintf("control@%s:%d", host, os.Getpid())
 	provs, err := al.provisioners()
@@ -169,14 +169,14 @@ func addPluginFlags(fs *pflag.FlagSet, dir *string) {
 	fs.StringVar(dir, "plugin-cache-dir", def, "on-disk cache of compiled WASM plugins (empty: memory only)")
 }
 
-func newPluginRuntime(ctx context.Context, dir string) (*plugins.Runtime, error) {
-	return plugins.NewRuntime(ctx, plugins.RuntimeConfig{CacheDir: dir})
+func newPluginRuntime(ctx context.Context, dir string) (*pluginhost.Runtime, error) {
+	return pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: dir})
 }
 
 // connect dials an external Temporal and opens the bucket and the plugin
 // runtime: what `server` and `worker` both need. closeAll releases them.
 func connect(ctx context.Context, log *slog.Logger, t temporalx.Options, s3 objstore.Config, wasmDir string) (
-	tc client.Client, store *objstore.Store, rt *plugins.Runtime, closeAll func(), err error) {
+	tc client.Client, store *objstore.Store, rt *pluginhost.Runtime, closeAll func(), err error) {
 	t.Logger = log
 	if tc, err = temporalx.Dial(ctx, t); err != nil {
 		return nil, nil, nil, nil, err

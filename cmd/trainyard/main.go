@@ -15,14 +15,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trainyard/trainyard/internal/config"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/telemetry"
-	"github.com/trainyard/trainyard/plugins"
 )
 
 func main() {
-	// A plugin worker process (plugins.NewWorkerVecEnv) is this binary
+	// A plugin worker process (pluginhost.NewWorkerVecEnv) is this binary
 	// re-run; it serves and exits here.
-	plugins.ServeWorkerIfChild()
+	pluginhost.ServeWorkerIfChild()
 	if err := newRoot().Execute(); err != nil {
 		// One readable line; cobra's own usage dump is silenced.
 		fmt.Fprintln(os.Stderr, "trainyard: "+strings.TrimSpace(err.Error()))

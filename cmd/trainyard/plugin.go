@@ -13,9 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/trainyard/trainyard/internal/pluginbuild"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
-	"github.com/trainyard/trainyard/plugins"
-	"github.com/trainyard/trainyard/plugins/pluginbuild"
 )
 
 func newPluginCmd() *cobra.Command {
@@ -158,12 +158,12 @@ func newPluginCmd() *cobra.Command {
 					return fmt.Errorf("%s is neither a readable file (%v) nor an uploaded plugin (%w)", args[0], err, derr)
 				}
 			}
-			rt, err := plugins.NewRuntime(ctx, plugins.RuntimeConfig{})
+			rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{})
 			if err != nil {
 				return err
 			}
 			defer rt.Close(context.Background())
-			mod, err := rt.Load(ctx, wasm, plugins.LoadOptions{})
+			mod, err := rt.Load(ctx, wasm, pluginhost.LoadOptions{})
 			if err != nil {
 				return err
 			}
@@ -172,7 +172,7 @@ func newPluginCmd() *cobra.Command {
 				return err
 			}
 			defer env.Close()
-			st, err := plugins.Rollout(ctx, env, steps, seed)
+			st, err := pluginhost.Rollout(ctx, env, steps, seed)
 			if err != nil {
 				return err
 			}
@@ -194,9 +194,9 @@ func remoteRun(ctx context.Context, cf *clientFlags, ref string, envsN, steps in
 		return err
 	}
 	var resp struct {
-		WorkflowID string               `json:"workflow_id"`
-		Plugin     string               `json:"plugin"`
-		Stats      plugins.RolloutStats `json:"stats"`
+		WorkflowID string                  `json:"workflow_id"`
+		Plugin     string                  `json:"plugin"`
+		Stats      pluginhost.RolloutStats `json:"stats"`
 	}
 	body := map[string]any{"envs": envsN, "steps": steps, "seed": seed}
 	if err := c.JSON(ctx, http.MethodPost, "/v1/plugins/"+url.PathEscape(ref)+"/test-runs", body, &resp); err != nil {
@@ -212,7 +212,7 @@ func pluginTable(w *tabwriter.Writer, recs []pluginstore.Record) {
 	}
 }
 
-func statsTable(w *tabwriter.Writer, label string, st plugins.RolloutStats) {
+func statsTable(w *tabwriter.Writer, label string, st pluginhost.RolloutStats) {
 	fmt.Fprintf(w, "plugin\t%s\n", label)
 	fmt.Fprintf(w, "steps\t%d\n", st.Steps)
 	fmt.Fprintf(w, "steps/s\t%.0f\n", st.StepsPerSec)

@@ -17,7 +17,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
-	"github.com/trainyard/trainyard/plugins/plugintest"
+	"github.com/trainyard/trainyard/internal/plugintest"
 )
 
 // twoNodes: two CPU-only local agents, so a run can move when one dies.
@@ -149,8 +149,8 @@ type result struct {
 func TestChaos(t *testing.T) {
 	p := newPlane(t)
 	p.clusterUp(twoNodes)
-	uploadPlugin(t, p, plugintest.BuildGo(t, "./plugins/examples/cartpole"))
-	uploadPlugin(t, p, plugintest.BuildGo(t, "./plugins/examples/kinrow/square8_2p"))
+	uploadPlugin(t, p, plugintest.BuildGo(t, "./plugins/cartpole"))
+	uploadPlugin(t, p, plugintest.BuildGo(t, "./plugins/kinrow/square8_2p"))
 	workloads := []struct {
 		name string
 		w    workload

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trainyard/trainyard/plugins/plugintest"
+	"github.com/trainyard/trainyard/internal/plugintest"
 )
 
 const loadClients = 200
@@ -21,7 +21,7 @@ const loadClients = 200
 // 4xx problem document, e.g. a quota); nothing is a 5xx or a transport
 // error. Latencies are reported, not asserted.
 func loadTest(t *testing.T, p *plane) {
-	uploadPlugin(t, p, plugintest.BuildGo(t, "./plugins/examples/cartpole"))
+	uploadPlugin(t, p, plugintest.BuildGo(t, "./plugins/cartpole"))
 	type sample struct {
 		op   string
 		code int

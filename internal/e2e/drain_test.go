@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/trainyard/trainyard/api"
-	"github.com/trainyard/trainyard/plugins/plugintest"
+	"github.com/trainyard/trainyard/internal/plugintest"
 	"github.com/trainyard/trainyard/workflows/selfplay"
 )
 
@@ -52,7 +52,7 @@ func (m *spotMetadata) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // measured after them, resumes from the last periodic checkpoint and
 // redoes the iterations since (up to checkpoint_every).
 func TestDrainLosesNoIterations(t *testing.T) {
-	wasm := plugintest.BuildGo(t, "./plugins/examples/cartpole")
+	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
 	meta := &spotMetadata{noticed: map[string]bool{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/inference/inferencetest"
-	arith "github.com/trainyard/trainyard/plugins/examples/arithmetic/problem"
-	"github.com/trainyard/trainyard/plugins/plugintest"
+	"github.com/trainyard/trainyard/internal/plugintest"
+	arith "github.com/trainyard/trainyard/plugins/arithmetic/problem"
 )
 
 // TestLLMRunGrantsEndpoint: a cluster declares an OpenAI-compatible
@@ -21,7 +21,7 @@ import (
 // otherwise, naming the field), may grant only declared endpoints, and with
 // the grant trains through every step's inference call.
 func TestLLMRunGrantsEndpoint(t *testing.T) {
-	wasm := plugintest.BuildGo(t, "./plugins/examples/arithmetic")
+	wasm := plugintest.BuildGo(t, "./plugins/arithmetic")
 	srv := inferencetest.Start(t, "arith-1b")
 	srv.Answer = func(msgs []inference.ChatMessage) string {
 		p, _ := arith.Parse(msgs[len(msgs)-1].Content)

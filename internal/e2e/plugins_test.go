@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/trainyard/trainyard/plugins/plugintest"
+	"github.com/trainyard/trainyard/internal/plugintest"
 )
 
 // TestPluginRoundTrip: upload → list → inspect → run, through the API and
@@ -26,7 +26,7 @@ import (
 // and a plugin that running work uses cannot be deleted.
 func TestPluginRoundTrip(t *testing.T) {
 	env := plugintest.AssemblyScript(t, "cartpole-as")
-	reward := plugintest.BuildGo(t, "./plugins/examples/shaping")
+	reward := plugintest.BuildGo(t, "./plugins/shaping")
 	dev := startDev(t, t.TempDir())
 
 	type record struct {
@@ -120,7 +120,7 @@ func TestPluginRoundTrip(t *testing.T) {
 			t.Fatalf("plugin run by ref: %s", out)
 		}
 		// build + push: the same bytes give the same content address.
-		built := strings.TrimSpace(cli(t, dev, "plugin", "build", "../../plugins/examples/shaping", "-O", filepath.Join(t.TempDir(), "s.wasm")))
+		built := strings.TrimSpace(cli(t, dev, "plugin", "build", "../../plugins/shaping", "-O", filepath.Join(t.TempDir(), "s.wasm")))
 		if out := cli(t, dev, "plugin", "push", built); !strings.Contains(out, rewardRec.ID[:12]) {
 			t.Fatalf("plugin build+push: want id %s: %s", rewardRec.ID[:12], out)
 		}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trainyard/trainyard/plugins/plugintest"
+	"github.com/trainyard/trainyard/internal/plugintest"
 )
 
 // TestDevRestartsAfterKill9: 20 times kill -9 of `trainyard dev` and a start
@@ -25,7 +25,7 @@ import (
 // ends completed.
 func TestDevRestartsAfterKill9(t *testing.T) {
 	const cycles = 20
-	wasm := plugintest.BuildGo(t, "./plugins/examples/cartpole")
+	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
 	dir := t.TempDir()
 	// Fixed ports: agents started before a kill must find Temporal and S3 again.
 	ports := []string{"--temporal-port", freePortStr(t), "--api-port", freePortStr(t), "--s3-port", freePortStr(t), "--ui-port", freePortStr(t)}

@@ -21,7 +21,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/trainyard/trainyard/api"
-	"github.com/trainyard/trainyard/plugins/plugintest"
+	"github.com/trainyard/trainyard/internal/plugintest"
 	"github.com/trainyard/trainyard/workflows/selfplay"
 )
 
@@ -76,7 +76,7 @@ func waitLoop(t *testing.T, dev *devProc, id string, limit time.Duration, cond f
 // selfplayDev starts `trainyard dev`, a two-node ephemeral cluster and
 // uploads the square8_2p game plugin.
 func selfplayDev(t *testing.T) (*devProc, string) {
-	wasm := plugintest.BuildGo(t, "./plugins/examples/kinrow/square8_2p")
+	wasm := plugintest.BuildGo(t, "./plugins/kinrow/square8_2p")
 	dir := t.TempDir()
 	dev := startDev(t, dir)
 	out := cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", ephemeralSpec), "--heartbeat-timeout", "5s")
@@ -524,7 +524,7 @@ print(json.dumps({"arrays": {k: [z[k].dtype.str, list(z[k].shape)] for k in z.fi
 // previous slice.
 func TestSelfplayScheduler(t *testing.T) {
 	dev, _ := selfplayDev(t)
-	wasm := plugintest.BuildGo(t, "./plugins/examples/kinrow/hex8_2p")
+	wasm := plugintest.BuildGo(t, "./plugins/kinrow/hex8_2p")
 	if code, raw := upload(t, dev, dev.admin, wasm, nil); code != http.StatusCreated {
 		t.Fatalf("upload hex8_2p: %d %s", code, raw)
 	}
@@ -595,7 +595,7 @@ nodes:
 	}
 	t.Cleanup(func() { killAgentsOf(dir) })
 	for _, cfg := range []string{"square8_2p", "hexagonal_2p"} {
-		if code, raw := upload(t, dev, dev.admin, plugintest.BuildGo(t, "./plugins/examples/kinrow/"+cfg), nil); code != http.StatusCreated {
+		if code, raw := upload(t, dev, dev.admin, plugintest.BuildGo(t, "./plugins/kinrow/"+cfg), nil); code != http.StatusCreated {
 			t.Fatalf("upload %s: %d %s", cfg, code, raw)
 		}
 	}

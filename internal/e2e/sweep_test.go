@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trainyard/trainyard/plugins/plugintest"
+	"github.com/trainyard/trainyard/internal/plugintest"
 )
 
 type sweepView struct {
@@ -82,7 +82,7 @@ nodes:
 // with a results table naming the best. Bad sweeps are refused with the
 // field that is wrong.
 func TestSweepGrid(t *testing.T) {
-	wasm := plugintest.BuildGo(t, "./plugins/examples/cartpole")
+	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
 	dev := sweepLab(t)
 	if code, raw := upload(t, dev, dev.admin, wasm, nil); code != http.StatusCreated {
 		t.Fatalf("upload: %d %s", code, raw)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trainyard/trainyard/plugins/plugintest"
+	"github.com/trainyard/trainyard/internal/plugintest"
 )
 
 // threeNodeSpec: three CPU-only local agents: the trainer and two rollout
@@ -62,7 +62,7 @@ type distView struct {
 // over 400 once in a full make test): the budget is 800, and a run ends at
 // its target.
 func TestTrainDistributedRolloutsSurviveWorkerKill(t *testing.T) {
-	wasm := plugintest.BuildGo(t, "./plugins/examples/cartpole")
+	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
 	dir := t.TempDir()
 	dev := startDev(t, dir)
 	out := cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", threeNodeSpec), "--heartbeat-timeout", "5s")

@@ -16,7 +16,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/trainyard/trainyard/plugins/plugintest"
+	"github.com/trainyard/trainyard/internal/plugintest"
 )
 
 // twoNodeSpec: two CPU-only local agents, so a run can move when one dies.
@@ -130,7 +130,7 @@ func assertLearned(t *testing.T, r runView) {
 // Checkpoints are then read back through the API and a plain S3 client,
 // and a corrupted chunk gives a clear checksum error.
 func TestTrainCartPoleSurvivesAgentAndControlPlaneKill(t *testing.T) {
-	wasm := plugintest.BuildGo(t, "./plugins/examples/cartpole")
+	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
 	dir := t.TempDir()
 	// Fixed ports: agents started before the dev crash must find Temporal and S3 again.
 	ports := []string{"--temporal-port", freePortStr(t), "--api-port", freePortStr(t), "--s3-port", freePortStr(t), "--ui-port", freePortStr(t)}

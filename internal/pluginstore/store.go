@@ -24,7 +24,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/trainyard/trainyard/internal/objstore"
-	"github.com/trainyard/trainyard/plugins"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 )
 
 const (
@@ -41,14 +41,14 @@ var ErrAmbiguous = errors.New("plugin reference is ambiguous")
 
 // Record is a stored plugin.
 type Record struct {
-	ID         string           `json:"id" doc:"sha256 of the module"`
-	Name       string           `json:"name"`
-	Version    string           `json:"version"`
-	Kind       string           `json:"kind" enum:"env,reward,game"`
-	SizeBytes  int64            `json:"size_bytes"`
-	UploadedAt time.Time        `json:"uploaded_at"`
-	UploadedBy string           `json:"uploaded_by,omitempty"`
-	Metadata   plugins.Metadata `json:"metadata"`
+	ID         string              `json:"id" doc:"sha256 of the module"`
+	Name       string              `json:"name"`
+	Version    string              `json:"version"`
+	Kind       string              `json:"kind" enum:"env,reward,game"`
+	SizeBytes  int64               `json:"size_bytes"`
+	UploadedAt time.Time           `json:"uploaded_at"`
+	UploadedBy string              `json:"uploaded_by,omitempty"`
+	Metadata   pluginhost.Metadata `json:"metadata"`
 }
 
 // Store reads and writes plugin records and modules.
@@ -59,8 +59,8 @@ func New(s3 *objstore.Store) *Store { return &Store{s3: s3} }
 
 // Put stores a validated module. Storing the same bytes again is a no-op
 // that returns the existing record.
-func (s *Store) Put(ctx context.Context, wasm []byte, md plugins.Metadata, uploader string) (Record, error) {
-	id := plugins.SHA256(wasm)
+func (s *Store) Put(ctx context.Context, wasm []byte, md pluginhost.Metadata, uploader string) (Record, error) {
+	id := pluginhost.SHA256(wasm)
 	if rec, err := s.Get(ctx, id); err == nil {
 		return rec, nil
 	}

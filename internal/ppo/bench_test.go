@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trainyard/trainyard/internal/envs/cartpole"
-	"github.com/trainyard/trainyard/internal/envs/native"
+	"github.com/trainyard/trainyard/sdk/go/envs/cartpole"
+	"github.com/trainyard/trainyard/sdk/go/envs/native"
 )
 
 // learnCase trains until a deterministic evaluation of evalEpisodes

@@ -10,7 +10,7 @@ import (
 	"io"
 	"math"
 
-	"github.com/trainyard/trainyard/internal/envs"
+	"github.com/trainyard/trainyard/sdk/go/envs"
 )
 
 // Snapshotter is what a VecEnv implements when its whole state can be saved

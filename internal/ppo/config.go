@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/trainyard/trainyard/internal/envs/cartpole"
-	"github.com/trainyard/trainyard/internal/envs/pendulum"
+	"github.com/trainyard/trainyard/sdk/go/envs/cartpole"
+	"github.com/trainyard/trainyard/sdk/go/envs/pendulum"
 )
 
 // Config holds PPO's hyper-parameters. It is saved in every checkpoint, and

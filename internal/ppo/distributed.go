@@ -11,7 +11,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/trainyard/trainyard/internal/envs"
+	"github.com/trainyard/trainyard/sdk/go/envs"
 )
 
 // Distributed PPO: rollout workers act, a trainer learns.

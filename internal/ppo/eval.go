@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/trainyard/trainyard/internal/envs"
 	"github.com/trainyard/trainyard/internal/nn"
+	"github.com/trainyard/trainyard/sdk/go/envs"
 )
 
 // Act writes actions for n = len(obs)/obs_dim observations: the mode of

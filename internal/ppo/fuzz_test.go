@@ -5,7 +5,7 @@ import (
 	"crypto/sha256"
 	"testing"
 
-	"github.com/trainyard/trainyard/internal/envs/cartpole"
+	"github.com/trainyard/trainyard/sdk/go/envs/cartpole"
 )
 
 // FuzzRestore feeds Restore arbitrary bodies behind a valid checksum (so the

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trainyard/trainyard/internal/envs/cartpole"
-	"github.com/trainyard/trainyard/internal/envs/native"
+	"github.com/trainyard/trainyard/sdk/go/envs/cartpole"
+	"github.com/trainyard/trainyard/sdk/go/envs/native"
 )
 
 // TestLearnCartPoleFromFragments is the distributed mode's learning

@@ -12,8 +12,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/trainyard/trainyard/internal/envs/cartpole"
-	"github.com/trainyard/trainyard/internal/envs/pendulum"
+	"github.com/trainyard/trainyard/sdk/go/envs/cartpole"
+	"github.com/trainyard/trainyard/sdk/go/envs/pendulum"
 )
 
 // TestLearnCartPoleTo475 is issue 6's CartPole-v1 target: a deterministic

@@ -18,8 +18,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/trainyard/trainyard/internal/envs"
 	"github.com/trainyard/trainyard/internal/nn"
+	"github.com/trainyard/trainyard/sdk/go/envs"
 )
 
 // Metrics describe one iteration (a rollout and the updates on it).

@@ -12,10 +12,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/trainyard/trainyard/internal/envs"
-	"github.com/trainyard/trainyard/internal/envs/cartpole"
-	"github.com/trainyard/trainyard/internal/envs/native"
-	"github.com/trainyard/trainyard/internal/envs/pendulum"
+	"github.com/trainyard/trainyard/sdk/go/envs"
+	"github.com/trainyard/trainyard/sdk/go/envs/cartpole"
+	"github.com/trainyard/trainyard/sdk/go/envs/native"
+	"github.com/trainyard/trainyard/sdk/go/envs/pendulum"
 )
 
 func newEnv(t testing.TB, name string, n int) envs.VecEnv {

@@ -6,26 +6,26 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/trainyard/trainyard/internal/envs"
-	"github.com/trainyard/trainyard/internal/envs/cartpole"
-	"github.com/trainyard/trainyard/plugins"
-	"github.com/trainyard/trainyard/plugins/plugintest"
+	"github.com/trainyard/trainyard/internal/pluginhost"
+	"github.com/trainyard/trainyard/internal/plugintest"
+	"github.com/trainyard/trainyard/sdk/go/envs"
+	"github.com/trainyard/trainyard/sdk/go/envs/cartpole"
 )
 
 // BenchmarkRolloutWASM is issue 6's "rollout throughput (WASM CartPole +
 // MLP inference) in steps/s per core": the PPO rollout of one worker (one
 // goroutine, Workers = 1; batched policy and value inference with the
 // 64-64 tanh MLPs, action sampling, one env step call per batch, GAE) over
-// CartPole run as a sandboxed plugin through plugins.VecEnv, beside the
+// CartPole run as a sandboxed plugin through pluginhost.VecEnv, beside the
 // same rollout over native Go CartPole. The plugins are the example
-// CartPole built with Go (plugins/examples/cartpole, built on demand) and
+// CartPole built with Go (plugins/cartpole, built on demand) and
 // with AssemblyScript (cartpole-as, from `make plugins`, a prerequisite of
 // `make bench`), loaded with the production runtime settings (interruptible,
 // sandbox limits). steps/s/core is env steps per second of that goroutine;
 // x_native is the ratio to native at the same batch size.
 func BenchmarkRolloutWASM(b *testing.B) {
 	ctx := context.Background()
-	rt, err := plugins.NewRuntime(ctx, plugins.RuntimeConfig{CacheDir: filepath.Join(plugintest.Root(b), ".cache", "wazero")})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: filepath.Join(plugintest.Root(b), ".cache", "wazero")})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func BenchmarkRolloutWASM(b *testing.B) {
 		name string
 		wasm []byte
 	}{
-		{"go-wasm", plugintest.BuildGo(b, "./plugins/examples/cartpole")},
+		{"go-wasm", plugintest.BuildGo(b, "./plugins/cartpole")},
 		{"as-wasm", plugintest.AssemblyScript(b, "cartpole-as")},
 	}
 	for _, n := range []int{8, 64} {
@@ -44,7 +44,7 @@ func BenchmarkRolloutWASM(b *testing.B) {
 		})
 		for _, mod := range mods {
 			b.Run(fmt.Sprintf("%s/envs=%d", mod.name, n), func(b *testing.B) {
-				m, err := rt.Load(ctx, mod.wasm, plugins.LoadOptions{})
+				m, err := rt.Load(ctx, mod.wasm, pluginhost.LoadOptions{})
 				if err != nil {
 					b.Fatal(err)
 				}

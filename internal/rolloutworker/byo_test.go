@@ -19,11 +19,11 @@ import (
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/inference/inferencetest"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/internal/trajpool"
 	"github.com/trainyard/trainyard/internal/weightsync"
-	"github.com/trainyard/trainyard/plugins"
-	"github.com/trainyard/trainyard/plugins/examples/arithmetic/problem"
+	"github.com/trainyard/trainyard/plugins/arithmetic/problem"
 )
 
 func serve(t *testing.T, h http.Handler) string {
@@ -111,13 +111,13 @@ func TestBYOTrainerLearnsPromptStyle(t *testing.T) {
 		pubMu.Unlock()
 	}))
 
-	rt, err := plugins.NewRuntime(ctx, plugins.RuntimeConfig{CacheDir: cacheDir})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: cacheDir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close(context.Background())
-	mod, err := rt.LoadGranted(ctx, arithmetic, plugins.LoadOptions{Limits: plugins.Limits{InitTimeout: slowInit, PoolSize: 32}},
-		plugins.Grants{HTTP: plugins.NewHTTPGrant("byo-run", map[string]*inference.Client{"llm": llm}, plugins.HTTPLimits{})})
+	mod, err := rt.LoadGranted(ctx, arithmetic, pluginhost.LoadOptions{Limits: pluginhost.Limits{InitTimeout: slowInit, PoolSize: 32}},
+		pluginhost.Grants{HTTP: pluginhost.NewHTTPGrant("byo-run", map[string]*inference.Client{"llm": llm}, pluginhost.HTTPLimits{})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestBYOTrainerLearnsPromptStyle(t *testing.T) {
 	const iterations = 12
 	runner := &training.Runner{Checkpoints: checkpoint.New(bucket, checkpoint.Options{Prefix: "byo-ckpt"})}
 	spec := training.Spec{Cluster: "lab", Algorithm: training.AlgorithmCommand, SyncEverySeconds: 1, Command: []string{python,
-		filepath.Join(repoRoot, "plugins/examples/arithmetic/trainer/train.py"),
+		filepath.Join(repoRoot, "plugins/arithmetic/trainer/train.py"),
 		"--pool", poolURL, "--weights", weightsURL, "--iterations", strconv.Itoa(iterations), "--batch", "32"}}
 	st, err := runner.RunCommand(ctx, training.CommandInput{RunID: "byo-trainer", Spec: spec, Dir: t.TempDir(), Env: os.Environ()}, nil)
 	t.Logf("trainer output:\n%s", st.Output)

@@ -16,17 +16,17 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/trajpool"
-	"github.com/trainyard/trainyard/plugins"
 )
 
 // Config configures a worker.
 type Config struct {
 	Name        string
-	Module      *plugins.Module // an env plugin, loaded with its grants
-	Concurrency int             // env instances in flight (default 100)
-	Episodes    int64           // episodes to finish (required)
-	Seed        uint64          // episode e is reset with Seed+e
+	Module      *pluginhost.Module // an env plugin, loaded with its grants
+	Concurrency int                // env instances in flight (default 100)
+	Episodes    int64              // episodes to finish (required)
+	Seed        uint64             // episode e is reset with Seed+e
 	// Policy picks an action for an observation (default: all zeros). It is
 	// called from many goroutines at once.
 	Policy func(episode int64, obs, action []float32)
@@ -137,7 +137,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 // runner is one goroutine's env and buffers.
 type runner struct {
 	cfg    Config
-	env    *plugins.VecEnv
+	env    *pluginhost.VecEnv
 	od, ad int
 }
 

@@ -23,11 +23,11 @@ import (
 	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/inference/inferencetest"
 	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/pluginbuild"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/trajpool"
 	"github.com/trainyard/trainyard/internal/weightsync"
-	"github.com/trainyard/trainyard/plugins"
-	"github.com/trainyard/trainyard/plugins/examples/arithmetic/problem"
-	"github.com/trainyard/trainyard/plugins/pluginbuild"
+	"github.com/trainyard/trainyard/plugins/arithmetic/problem"
 )
 
 var (
@@ -56,7 +56,7 @@ func run(m *testing.M) int {
 	root, _ := filepath.Abs("../..")
 	repoRoot = root
 	out := filepath.Join(dir, "arithmetic.wasm")
-	if err := pluginbuild.Go(context.Background(), "", root, "./plugins/examples/arithmetic", out); err != nil {
+	if err := pluginbuild.Go(context.Background(), "", root, "./plugins/arithmetic", out); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -164,14 +164,14 @@ func TestHundredInstancesOnSlowEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rt, err := plugins.NewRuntime(ctx, plugins.RuntimeConfig{CacheDir: cacheDir})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: cacheDir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close(context.Background())
-	grant := plugins.NewHTTPGrant("arith-run", map[string]*inference.Client{"llm": llm}, plugins.HTTPLimits{})
+	grant := pluginhost.NewHTTPGrant("arith-run", map[string]*inference.Client{"llm": llm}, pluginhost.HTTPLimits{})
 	mod, err := rt.LoadGranted(ctx, arithmetic,
-		plugins.LoadOptions{Limits: plugins.Limits{CallTimeout: 10 * time.Second, InitTimeout: slowInit, PoolSize: 100}}, plugins.Grants{HTTP: grant})
+		pluginhost.LoadOptions{Limits: pluginhost.Limits{CallTimeout: 10 * time.Second, InitTimeout: slowInit, PoolSize: 100}}, pluginhost.Grants{HTTP: grant})
 	if err != nil {
 		t.Fatal(err)
 	}

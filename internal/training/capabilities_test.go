@@ -11,9 +11,9 @@ import (
 
 	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/inference/inferencetest"
-	"github.com/trainyard/trainyard/plugins"
-	"github.com/trainyard/trainyard/plugins/examples/arithmetic/problem"
-	"github.com/trainyard/trainyard/plugins/pluginbuild"
+	"github.com/trainyard/trainyard/internal/pluginbuild"
+	"github.com/trainyard/trainyard/internal/pluginhost"
+	"github.com/trainyard/trainyard/plugins/arithmetic/problem"
 )
 
 // repoRoot is taken at package initialisation, before TestMain's S3
@@ -29,7 +29,7 @@ func TestSegmentWithHTTPCapability(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	out := filepath.Join(t.TempDir(), "arithmetic.wasm")
-	if err := pluginbuild.Go(ctx, "", repoRoot, "./plugins/examples/arithmetic", out); err != nil {
+	if err := pluginbuild.Go(ctx, "", repoRoot, "./plugins/arithmetic", out); err != nil {
 		t.Fatal(err)
 	}
 	wasm, err := os.ReadFile(out)
@@ -37,7 +37,7 @@ func TestSegmentWithHTTPCapability(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Upload validation loads it with the capability granted to nothing.
-	md, err := f.rt.Validate(ctx, wasm, plugins.Limits{})
+	md, err := f.rt.Validate(ctx, wasm, pluginhost.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,11 +16,11 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/trainyard/trainyard/internal/checkpoint"
-	"github.com/trainyard/trainyard/internal/envs"
 	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/ppo"
-	"github.com/trainyard/trainyard/plugins"
+	"github.com/trainyard/trainyard/sdk/go/envs"
 )
 
 // Distributed rollouts (spec rollout_workers > 0). S3 is the only channel
@@ -369,7 +369,7 @@ func (r *Runner) openTrainer(ctx context.Context, in SegmentInput, spec Spec) (*
 	}
 	s.mods = append(s.mods, envMod)
 	if in.RewardPlugin != "" {
-		rm, err := r.load(ctx, in.RewardPlugin, plugins.Grants{})
+		rm, err := r.load(ctx, in.RewardPlugin, pluginhost.Grants{})
 		if err != nil {
 			return fail(err)
 		}
@@ -449,12 +449,12 @@ func (r *Runner) RunRollouts(ctx context.Context, in RolloutInput, progress func
 	defer venv.Close()
 	var env envs.VecEnv = venv
 	if in.RewardPlugin != "" {
-		rm, err := r.load(ctx, in.RewardPlugin, plugins.Grants{})
+		rm, err := r.load(ctx, in.RewardPlugin, pluginhost.Grants{})
 		if err != nil {
 			return st, err
 		}
 		defer rm.Close(context.Background())
-		if env, err = plugins.Shape(ctx, venv, rm); err != nil {
+		if env, err = pluginhost.Shape(ctx, venv, rm); err != nil {
 			return st, fmt.Errorf("reward plugin %s: %w: %w", short(in.RewardPlugin), ErrFatal, err)
 		}
 	}

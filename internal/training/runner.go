@@ -16,12 +16,12 @@ import (
 
 	"github.com/trainyard/trainyard/internal/agent/drain"
 	"github.com/trainyard/trainyard/internal/checkpoint"
-	"github.com/trainyard/trainyard/internal/envs"
 	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/ppo"
-	"github.com/trainyard/trainyard/plugins"
+	"github.com/trainyard/trainyard/sdk/go/envs"
 )
 
 // ErrFatal marks failures that retrying elsewhere cannot fix: a broken
@@ -89,7 +89,7 @@ type SegmentResult struct {
 // and envs in memory, so episodes continue across checkpoints; after a
 // crash or on another node it restores from S3.
 type Runner struct {
-	Plugins     *plugins.Runtime
+	Plugins     *pluginhost.Runtime
 	Store       *pluginstore.Store
 	Checkpoints *checkpoint.Store
 	// IdleTTL drops learners whose run has not come back (default 30m).
@@ -109,8 +109,8 @@ type Runner struct {
 type session struct {
 	learner *ppo.Learner
 	env     envs.VecEnv
-	penv    *plugins.VecEnv // the env plugin under env (reward shaping may wrap it)
-	mods    []*plugins.Module
+	penv    *pluginhost.VecEnv // the env plugin under env (reward shaping may wrap it)
+	mods    []*pluginhost.Module
 	seq     int64
 	used    time.Time
 	// Distributed trainers: this session's generation and the weight
@@ -202,7 +202,7 @@ func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(
 		}
 		m, err := s.learner.Iterate(ctx)
 		if s.penv != nil { // the iteration's plugin calls as one span under the segment's
-			plugins.RecordSteps(ctx, s.penv.TakeStepStats(), attribute.Int64("trainyard.training.iteration", it+1))
+			pluginhost.RecordSteps(ctx, s.penv.TakeStepStats(), attribute.Int64("trainyard.training.iteration", it+1))
 		}
 		if err != nil {
 			return res, fmt.Errorf("run %s iteration %d: %w", in.RunID, it+1, classify(err))
@@ -283,12 +283,12 @@ func (r *Runner) open(ctx context.Context, in SegmentInput, spec Spec) (*session
 	}
 	s.env, s.penv = venv, venv
 	if in.RewardPlugin != "" {
-		rm, err := r.load(ctx, in.RewardPlugin, plugins.Grants{})
+		rm, err := r.load(ctx, in.RewardPlugin, pluginhost.Grants{})
 		if err != nil {
 			return fail(err)
 		}
 		s.mods = append(s.mods, rm)
-		shaped, err := plugins.Shape(context.Background(), venv, rm)
+		shaped, err := pluginhost.Shape(context.Background(), venv, rm)
 		if err != nil {
 			return fail(fmt.Errorf("reward plugin %s: %w: %w", short(in.RewardPlugin), ErrFatal, err))
 		}
@@ -348,7 +348,7 @@ func checkPlugins(m checkpoint.Manifest, in SegmentInput) error {
 	return nil
 }
 
-func (r *Runner) load(ctx context.Context, sha string, g plugins.Grants) (*plugins.Module, error) {
+func (r *Runner) load(ctx context.Context, sha string, g pluginhost.Grants) (*pluginhost.Module, error) {
 	wasm, err := r.Store.Module(ctx, sha)
 	if err != nil {
 		if errors.Is(err, pluginstore.ErrNotFound) {
@@ -356,7 +356,7 @@ func (r *Runner) load(ctx context.Context, sha string, g plugins.Grants) (*plugi
 		}
 		return nil, err
 	}
-	m, err := r.Plugins.LoadGranted(ctx, wasm, plugins.LoadOptions{}, g)
+	m, err := r.Plugins.LoadGranted(ctx, wasm, pluginhost.LoadOptions{}, g)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w: %w", short(sha), ErrFatal, err)
 	}
@@ -446,7 +446,7 @@ func (r *Runner) evaluate(ctx context.Context, s *session, spec Spec) (ppo.EvalR
 	defer venv.Close()
 	var env envs.VecEnv = venv
 	if len(s.mods) > 1 {
-		if env, err = plugins.Shape(ctx, venv, s.mods[1]); err != nil {
+		if env, err = pluginhost.Shape(ctx, venv, s.mods[1]); err != nil {
 			return ppo.EvalResult{}, fmt.Errorf("evaluate: %w", err)
 		}
 	}
@@ -456,7 +456,7 @@ func (r *Runner) evaluate(ctx context.Context, s *session, spec Spec) (ppo.EvalR
 // classify marks plugin failures (trap, timeout, out of memory) fatal:
 // the same plugin would fail the same way on any node.
 func classify(err error) error {
-	for _, e := range []error{plugins.ErrTrap, plugins.ErrTimeout, plugins.ErrOutOfMemory, plugins.ErrGuestFault, plugins.ErrProtocol, plugins.ErrInvalidPlugin} {
+	for _, e := range []error{pluginhost.ErrTrap, pluginhost.ErrTimeout, pluginhost.ErrOutOfMemory, pluginhost.ErrGuestFault, pluginhost.ErrProtocol, pluginhost.ErrInvalidPlugin} {
 		if errors.Is(err, e) {
 			return fmt.Errorf("%w: %w", ErrFatal, err)
 		}

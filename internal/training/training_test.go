@@ -13,9 +13,9 @@ import (
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/embedded/s3test"
 	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/ppo"
-	"github.com/trainyard/trainyard/plugins"
 )
 
 var (
@@ -42,8 +42,8 @@ func buildPlugin(pkg string) ([]byte, error) {
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
 		var err error
-		if cartpoleWasm, err = buildPlugin("./plugins/examples/cartpole"); err == nil {
-			pendulumWasm, err = buildPlugin("./plugins/examples/pendulum")
+		if cartpoleWasm, err = buildPlugin("./plugins/cartpole"); err == nil {
+			pendulumWasm, err = buildPlugin("./plugins/pendulum")
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -113,7 +113,7 @@ func TestPPOConfigKnobs(t *testing.T) {
 
 type fixture struct {
 	store   *pluginstore.Store
-	rt      *plugins.Runtime
+	rt      *pluginhost.Runtime
 	ckpts   *checkpoint.Store
 	cartpol string // sha256 of the Go CartPole plugin
 	other   string // sha256 of the Pendulum plugin
@@ -122,7 +122,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	rt, err := plugins.NewRuntime(ctx, plugins.RuntimeConfig{})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func newFixture(t *testing.T) *fixture {
 		dst  *string
 		wasm []byte
 	}{{&f.cartpol, cartpoleWasm}, {&f.other, pendulumWasm}} {
-		md, err := rt.Validate(ctx, p.wasm, plugins.Limits{})
+		md, err := rt.Validate(ctx, p.wasm, pluginhost.Limits{})
 		if err != nil {
 			t.Fatal(err)
 		}

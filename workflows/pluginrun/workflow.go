@@ -11,8 +11,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/temporalx"
-	"github.com/trainyard/trainyard/plugins"
 )
 
 // Name is the workflow type.
@@ -32,7 +32,7 @@ type Input struct {
 
 // Workflow runs one rollout activity; a plugin that traps or times out is
 // not retried, since it would fail the same way again.
-func Workflow(ctx workflow.Context, in Input) (plugins.RolloutStats, error) {
+func Workflow(ctx workflow.Context, in Input) (pluginhost.RolloutStats, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
@@ -40,7 +40,7 @@ func Workflow(ctx workflow.Context, in Input) (plugins.RolloutStats, error) {
 			NonRetryableErrorTypes: []string{ErrPluginFailed},
 		},
 	})
-	var st plugins.RolloutStats
+	var st pluginhost.RolloutStats
 	err := workflow.ExecuteActivity(ctx, (*Activities).Rollout, in).Get(ctx, &st)
 	return st, err
 }

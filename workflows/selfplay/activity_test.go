@@ -14,13 +14,13 @@ import (
 
 	"github.com/trainyard/trainyard/internal/embedded"
 	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
+	"github.com/trainyard/trainyard/internal/plugintest"
 	"github.com/trainyard/trainyard/internal/selfplay/elo"
 	"github.com/trainyard/trainyard/internal/selfplay/model"
 	"github.com/trainyard/trainyard/internal/selfplay/npz"
 	"github.com/trainyard/trainyard/internal/selfplay/quality"
-	"github.com/trainyard/trainyard/plugins"
-	"github.com/trainyard/trainyard/plugins/plugintest"
 )
 
 // env is a real embedded S3, a real plugin runtime and the square8_2p
@@ -36,7 +36,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	dir := t.TempDir()
 	// Before the S3 gateway starts: it changes the working directory.
-	wasm := plugintest.BuildGo(t, "./plugins/examples/kinrow/square8_2p")
+	wasm := plugintest.BuildGo(t, "./plugins/kinrow/square8_2p")
 	cache := filepath.Join(plugintest.Root(t), ".cache", "wazero")
 	creds, err := embedded.LoadOrCreateS3Credentials(filepath.Join(dir, "creds.json"))
 	if err != nil {
@@ -54,12 +54,12 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := plugins.NewRuntime(ctx, plugins.RuntimeConfig{CacheDir: cache})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close(context.Background()) })
-	meta, err := rt.Validate(ctx, wasm, plugins.Limits{})
+	meta, err := rt.Validate(ctx, wasm, pluginhost.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

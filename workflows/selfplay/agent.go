@@ -14,19 +14,19 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/trainyard/trainyard/internal/agent/drain"
-	"github.com/trainyard/trainyard/internal/games/kinrow"
 	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/selfplay"
 	"github.com/trainyard/trainyard/internal/selfplay/elo"
 	"github.com/trainyard/trainyard/internal/selfplay/engine"
-	"github.com/trainyard/trainyard/plugins"
+	"github.com/trainyard/trainyard/sdk/go/games/kinrow"
 )
 
 // AgentActivities run on a node's agent: self-play batches, training and
 // gauntlets.
 type AgentActivities struct {
-	Plugins     *plugins.Runtime
+	Plugins     *pluginhost.Runtime
 	PluginStore *pluginstore.Store
 	Store       *objstore.Store
 	// Dir holds the local spool of finished games
@@ -57,16 +57,16 @@ type SpoolLine struct {
 	At     int64 `json:"at"` // unix ms
 }
 
-func (a *AgentActivities) module(ctx context.Context, sha string) (*plugins.Module, error) {
+func (a *AgentActivities) module(ctx context.Context, sha string) (*pluginhost.Module, error) {
 	wasm, err := a.PluginStore.Module(ctx, sha)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("game plugin %.12s: %v", sha, err), ErrFailed, err)
 	}
-	m, err := a.Plugins.Load(ctx, wasm, plugins.LoadOptions{})
+	m, err := a.Plugins.Load(ctx, wasm, pluginhost.LoadOptions{})
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("game plugin %.12s: %v", sha, err), ErrFailed, err)
 	}
-	if m.Metadata().Kind != plugins.KindGame {
+	if m.Metadata().Kind != pluginhost.KindGame {
 		m.Close(ctx)
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("plugin %s is a %s plugin, not a game", m.Metadata().Label(), m.Metadata().Kind), ErrFailed, nil)
 	}
@@ -273,7 +273,7 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 // else MCTS guided by the model at Key (random rollouts without one).
 // Self-play explores (root noise, early moves sampled); evaluation plays
 // its best moves after two sampled ones.
-func (a *AgentActivities) player(ctx context.Context, meta plugins.Metadata, o Opponent, sims int, explore bool) (engine.Player, error) {
+func (a *AgentActivities) player(ctx context.Context, meta pluginhost.Metadata, o Opponent, sims int, explore bool) (engine.Player, error) {
 	switch o.Name {
 	case elo.Random:
 		return engine.Random{}, nil
@@ -299,7 +299,7 @@ func (a *AgentActivities) player(ctx context.Context, meta plugins.Metadata, o O
 	return m, nil
 }
 
-func isKinrow(meta plugins.Metadata) bool {
+func isKinrow(meta pluginhost.Metadata) bool {
 	if !strings.HasPrefix(meta.Name, "kinrow-") {
 		return false
 	}
@@ -330,7 +330,7 @@ func (a *AgentActivities) SelfplayGauntlet(ctx context.Context, in GauntletInput
 		}
 		r := GauntletScore{Opponent: o.Name}
 		var mu sync.Mutex
-		err = parallel(ctx, in.Games, in.Parallel, func(ctx context.Context, games *plugins.Games, i int) error {
+		err = parallel(ctx, in.Games, in.Parallel, func(ctx context.Context, games *pluginhost.Games, i int) error {
 			seats := make([]engine.Player, meta.NumPlayers)
 			me := i % meta.NumPlayers
 			for s := range seats {
@@ -389,7 +389,7 @@ func verdict(g selfplay.Game, me int) int {
 
 // parallel runs f for i in [0,n) on up to p workers, each with its own
 // game instance.
-func parallel(ctx context.Context, n, p int, f func(context.Context, *plugins.Games, int) error, mod *plugins.Module) error {
+func parallel(ctx context.Context, n, p int, f func(context.Context, *pluginhost.Games, int) error, mod *pluginhost.Module) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	jobs := make(chan int)

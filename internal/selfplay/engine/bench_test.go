@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainyard/trainyard/internal/pluginhost"
+	"github.com/trainyard/trainyard/internal/plugintest"
 	"github.com/trainyard/trainyard/internal/selfplay/model"
-	"github.com/trainyard/trainyard/plugins"
-	"github.com/trainyard/trainyard/plugins/plugintest"
 )
 
 // BenchmarkSelfPlay is issue 7's "self-play games per hour per core for
@@ -22,12 +22,12 @@ import (
 // network of the size the tests train (192-64-66).
 func BenchmarkSelfPlay(b *testing.B) {
 	ctx := context.Background()
-	rt, err := plugins.NewRuntime(ctx, plugins.RuntimeConfig{CacheDir: filepath.Join(plugintest.Root(b), ".cache", "wazero")})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: filepath.Join(plugintest.Root(b), ".cache", "wazero")})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer rt.Close(ctx)
-	mod, err := rt.Load(ctx, plugintest.BuildGo(b, "./plugins/examples/kinrow/square8_2p"), plugins.LoadOptions{})
+	mod, err := rt.Load(ctx, plugintest.BuildGo(b, "./plugins/kinrow/square8_2p"), pluginhost.LoadOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 // one game and records what training needs (selfplay.Game: per move the
 // mover's observation and the policy target, at the end the outcome per
 // player). Players see games through the Games interface, which
-// *plugins.Games implements; Native is the same interface over the
+// *pluginhost.Games implements; Native is the same interface over the
 // k-in-a-row rules in Go, for searches that would otherwise spend their
 // time crossing into WASM.
 package engine
@@ -15,14 +15,14 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/selfplay"
-	"github.com/trainyard/trainyard/plugins"
 )
 
 // Games is a batch of game instances addressed by index, as
-// *plugins.Games provides them.
+// *pluginhost.Games provides them.
 type Games interface {
-	Metadata() plugins.Metadata
+	Metadata() pluginhost.Metadata
 	Reset(game int, seed uint64) error
 	ToMove(game int, dst []int) ([]int, error)
 	Legal(game, player int, mask []bool) error
@@ -33,7 +33,7 @@ type Games interface {
 	Observe(game, player int, obs []float32) error
 }
 
-var _ Games = (*plugins.Games)(nil)
+var _ Games = (*pluginhost.Games)(nil)
 
 // Position is what a player is asked to move in: game Game of Games, with
 // Player to move and Legal its legal-action mask. Ply counts the moves
@@ -72,7 +72,7 @@ type Evaluator interface {
 
 // ConfigOf is the config a game plugin plays: plugins named
 // "<game>-<config>" (kinrow-square8_2p) play <config>; others their name.
-func ConfigOf(meta plugins.Metadata) string {
+func ConfigOf(meta pluginhost.Metadata) string {
 	if _, cfg, ok := strings.Cut(meta.Name, "-"); ok {
 		return cfg
 	}
@@ -132,7 +132,7 @@ func PlayGame(ctx context.Context, games Games, idx int, seed uint64, seats []Pl
 			return rec, fmt.Errorf("play %s: move %d: %s: %w", rec.Config, ply, seats[p].Name(), err)
 		}
 		err = games.Apply(idx, p, a)
-		if errors.Is(err, plugins.ErrBadInput) {
+		if errors.Is(err, pluginhost.ErrBadInput) {
 			rec.Illegal++
 			a = randomLegal(legal, rng)
 			if a < 0 {

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/trainyard/trainyard/internal/games/kinrow"
 	"github.com/trainyard/trainyard/internal/selfplay"
+	"github.com/trainyard/trainyard/sdk/go/games/kinrow"
 )
 
 func native(t testing.TB, name string, n int) *Native {

@@ -7,7 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/trainyard/trainyard/internal/games/kinrow"
+	"github.com/trainyard/trainyard/sdk/go/games/kinrow"
 )
 
 // MCTS is PUCT tree search (AlphaZero's selection rule) guided by an

@@ -3,18 +3,18 @@ package engine
 import (
 	"fmt"
 
-	"github.com/trainyard/trainyard/internal/envs"
-	"github.com/trainyard/trainyard/internal/games/kinrow"
-	"github.com/trainyard/trainyard/plugins"
+	"github.com/trainyard/trainyard/internal/pluginhost"
+	"github.com/trainyard/trainyard/sdk/go/envs"
+	"github.com/trainyard/trainyard/sdk/go/games/kinrow"
 )
 
 // Native is n k-in-a-row games run in Go behind the Games interface: the
 // same rules the kinrow plugins wrap (their parity test plays both in
 // lockstep), without the sandbox. MCTS searches on it; self-play records
 // still come from the plugin. Errors a plugin reports as bad input (an
-// illegal move, a bad state) wrap plugins.ErrBadInput here too.
+// illegal move, a bad state) wrap pluginhost.ErrBadInput here too.
 type Native struct {
-	meta  plugins.Metadata
+	meta  pluginhost.Metadata
 	games []*kinrow.Game
 }
 
@@ -32,8 +32,8 @@ func NewNative(cfg kinrow.Config, n int) (*Native, error) {
 	for i := range high {
 		high[i] = 1
 	}
-	nt := &Native{meta: plugins.Metadata{
-		ABIVersion: plugins.ABIVersion, Name: "kinrow-" + cfg.String(), Version: "native", Kind: plugins.KindGame,
+	nt := &Native{meta: pluginhost.Metadata{
+		ABIVersion: pluginhost.ABIVersion, Name: "kinrow-" + cfg.String(), Version: "native", Kind: pluginhost.KindGame,
 		Observation:     envs.Space{Kind: envs.Box, Shape: []int{cfg.Players + 1, geo.Cells()}, Low: make([]float32, d), High: high},
 		Action:          envs.Space{Kind: envs.Discrete, N: geo.Cells()},
 		NumPlayers:      cfg.Players,
@@ -61,7 +61,7 @@ func (nt *Native) player(p int) error {
 }
 
 // Metadata is what the plugin of the same config declares.
-func (nt *Native) Metadata() plugins.Metadata { return nt.meta }
+func (nt *Native) Metadata() pluginhost.Metadata { return nt.meta }
 
 // Game is game i itself, for callers that want the rules directly.
 func (nt *Native) Game(i int) *kinrow.Game { return nt.games[i] }
@@ -104,7 +104,7 @@ func (nt *Native) Apply(i, p, a int) error {
 		return err
 	}
 	if err := g.Apply(p, a); err != nil {
-		return fmt.Errorf("%w: %v", plugins.ErrBadInput, err)
+		return fmt.Errorf("%w: %v", pluginhost.ErrBadInput, err)
 	}
 	return nil
 }
@@ -131,7 +131,7 @@ func (nt *Native) Restore(i int, state []byte) error {
 		return err
 	}
 	if err := g.Restore(state); err != nil {
-		return fmt.Errorf("%w: %v", plugins.ErrBadInput, err)
+		return fmt.Errorf("%w: %v", pluginhost.ErrBadInput, err)
 	}
 	return nil
 }

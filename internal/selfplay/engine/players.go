@@ -7,7 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/trainyard/trainyard/internal/games/kinrow"
+	"github.com/trainyard/trainyard/sdk/go/games/kinrow"
 )
 
 // Random plays uniformly random legal moves: the baseline every model must

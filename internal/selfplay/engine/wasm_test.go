@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/trainyard/trainyard/plugins"
-	"github.com/trainyard/trainyard/plugins/plugintest"
+	"github.com/trainyard/trainyard/internal/pluginhost"
+	"github.com/trainyard/trainyard/internal/plugintest"
 )
 
 // TestPlayGameWASM plays through the real kinrow plugins the way agents
@@ -15,7 +15,7 @@ import (
 // record against a replay on the rules.
 func TestPlayGameWASM(t *testing.T) {
 	ctx := context.Background()
-	rt, err := plugins.NewRuntime(ctx, plugins.RuntimeConfig{CacheDir: filepath.Join(plugintest.Root(t), ".cache", "wazero")})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: filepath.Join(plugintest.Root(t), ".cache", "wazero")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestPlayGameWASM(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.config+"/"+tc.player.Name(), func(t *testing.T) {
-			mod, err := rt.Load(ctx, plugintest.BuildGo(t, "./plugins/examples/kinrow/"+tc.config), plugins.LoadOptions{})
+			mod, err := rt.Load(ctx, plugintest.BuildGo(t, "./plugins/kinrow/"+tc.config), pluginhost.LoadOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,12 +60,12 @@ func TestPlayGameWASM(t *testing.T) {
 // heuristic falls back to a one-ply win search through Save/Apply/Restore.
 func TestHeuristicOtherGames(t *testing.T) {
 	ctx := context.Background()
-	rt, err := plugins.NewRuntime(ctx, plugins.RuntimeConfig{CacheDir: filepath.Join(plugintest.Root(t), ".cache", "wazero")})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: filepath.Join(plugintest.Root(t), ".cache", "wazero")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close(ctx)
-	mod, err := rt.Load(ctx, plugintest.BuildGo(t, "./plugins/examples/tictactoe"), plugins.LoadOptions{})
+	mod, err := rt.Load(ctx, plugintest.BuildGo(t, "./plugins/tictactoe"), pluginhost.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/trainyard/trainyard/internal/games/kinrow"
 	"github.com/trainyard/trainyard/internal/selfplay"
 	"github.com/trainyard/trainyard/internal/selfplay/engine"
+	"github.com/trainyard/trainyard/sdk/go/games/kinrow"
 )
 
 // selfPlay plays n games of p against itself on games, seeds seed+i.

@@ -31,14 +31,14 @@ import (
 	"github.com/trainyard/trainyard/internal/embedded"
 	"github.com/trainyard/trainyard/internal/embedded/temporaltest"
 	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
+	"github.com/trainyard/trainyard/internal/plugintest"
 	"github.com/trainyard/trainyard/internal/provision"
 	"github.com/trainyard/trainyard/internal/provision/static"
 	"github.com/trainyard/trainyard/internal/resources"
 	"github.com/trainyard/trainyard/internal/telemetry"
 	"github.com/trainyard/trainyard/internal/training"
-	"github.com/trainyard/trainyard/plugins"
-	"github.com/trainyard/trainyard/plugins/plugintest"
 	"github.com/trainyard/trainyard/workflows"
 	"github.com/trainyard/trainyard/workflows/cluster"
 	"github.com/trainyard/trainyard/workflows/pluginrun"
@@ -72,7 +72,7 @@ func TestTrainingRunIsOneTrace(t *testing.T) {
 		t.Skip("starts Temporal, S3 and trains: not in -short")
 	}
 	// Before S3 starts: versitygw's posix backend chdirs into its root.
-	cartpole := plugintest.BuildGo(t, "./plugins/examples/cartpole")
+	cartpole := plugintest.BuildGo(t, "./plugins/cartpole")
 
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
@@ -103,7 +103,7 @@ func TestTrainingRunIsOneTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := plugins.NewRuntime(ctx, plugins.RuntimeConfig{})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,8 +245,8 @@ func TestTrainingRunIsOneTrace(t *testing.T) {
 		{"StartActivity:RunSegment", "RunActivity:RunSegment"},
 		{"RunActivity:RunSegment", train.SpanSegment},
 		{train.SpanSegment, checkpoint.SpanSave},
-		{train.SpanSegment, plugins.SpanLoad},
-		{train.SpanSegment, plugins.SpanSteps},
+		{train.SpanSegment, pluginhost.SpanLoad},
+		{train.SpanSegment, pluginhost.SpanSteps},
 	} {
 		kids := tr.named(link[1])
 		if len(kids) == 0 {
@@ -266,7 +266,7 @@ func TestTrainingRunIsOneTrace(t *testing.T) {
 	}
 	slices.SortFunc(segs, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
 	for i, s := range segs {
-		saves, loads := tr.childrenNamed(s, checkpoint.SpanSave), tr.childrenNamed(s, plugins.SpanLoad)
+		saves, loads := tr.childrenNamed(s, checkpoint.SpanSave), tr.childrenNamed(s, pluginhost.SpanLoad)
 		wantLoads := 0
 		if i == 0 {
 			wantLoads = 1 // the env plugin
@@ -275,11 +275,11 @@ func TestTrainingRunIsOneTrace(t *testing.T) {
 			t.Errorf("segment %d: %d checkpoint saves and %d plugin loads, want 1 and %d", i+1, len(saves), len(loads), wantLoads)
 		}
 		// The iteration's plugin calls: one summed span, inside the segment.
-		if steps := tr.childrenNamed(s, plugins.SpanSteps); len(steps) != 1 {
-			t.Errorf("segment %d: %d %s spans, want 1 (one iteration)", i+1, len(steps), plugins.SpanSteps)
-		} else if sa := attrs(steps[0]); sa["trainyard.training.iteration"] != fmt.Sprint(i+1) || sa[string(plugins.AttrCalls)] == "0" ||
-			sa[string(plugins.AttrEnvSteps)] == "0" || steps[0].StartTime().Before(s.StartTime()) || steps[0].EndTime().After(s.EndTime()) {
-			t.Errorf("segment %d: %s span %v (%v..%v) outside the segment (%v..%v) or empty", i+1, plugins.SpanSteps, sa,
+		if steps := tr.childrenNamed(s, pluginhost.SpanSteps); len(steps) != 1 {
+			t.Errorf("segment %d: %d %s spans, want 1 (one iteration)", i+1, len(steps), pluginhost.SpanSteps)
+		} else if sa := attrs(steps[0]); sa["trainyard.training.iteration"] != fmt.Sprint(i+1) || sa[string(pluginhost.AttrCalls)] == "0" ||
+			sa[string(pluginhost.AttrEnvSteps)] == "0" || steps[0].StartTime().Before(s.StartTime()) || steps[0].EndTime().After(s.EndTime()) {
+			t.Errorf("segment %d: %s span %v (%v..%v) outside the segment (%v..%v) or empty", i+1, pluginhost.SpanSteps, sa,
 				steps[0].StartTime(), steps[0].EndTime(), s.StartTime(), s.EndTime())
 		}
 		a := attrs(s)

@@ -18,7 +18,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/trainyard/trainyard/internal/envs"
+
+	"github.com/trainyard/trainyard/sdk/go/envs"
 )
 
 // ABIVersion is the plugin ABI this SDK implements.
@@ -38,8 +39,8 @@ const (
 	KindGame   = "game"
 )
 
-// Space is the host's envs.Space: one definition of the JSON shape and of
-// Dim for host and guest.
+// Space is envs.Space (sdk/go/envs), which the host uses too: one
+// definition of the JSON shape and of Dim for host and guest.
 type Space = envs.Space
 
 // Metadata is what the plugin's metadata export returns as JSON.

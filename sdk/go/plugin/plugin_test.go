@@ -6,8 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/trainyard/trainyard/internal/envs/cartpole"
-	"github.com/trainyard/trainyard/internal/envs/native"
+	"github.com/trainyard/trainyard/sdk/go/envs/cartpole"
+	"github.com/trainyard/trainyard/sdk/go/envs/native"
 )
 
 type cartpoleEnv struct{ cartpole.Env }

@@ -1,9 +1,0 @@
-// Command square8_3p is the k-in-a-row game plugin for square8 with 3 players.
-// Build: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared.
-package main
-
-import kinrowplugin "github.com/trainyard/trainyard/plugins/examples/kinrow"
-
-func init() { kinrowplugin.Register("square8_3p") }
-
-func main() {}
