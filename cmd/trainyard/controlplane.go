@@ -23,6 +23,7 @@ import (
 	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginhost"
+	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/policy"
 	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/internal/provision"
@@ -30,6 +31,7 @@ import (
 	"github.com/trainyard/trainyard/internal/provision/ssh"
 	"github.com/trainyard/trainyard/internal/provision/static"
 	"github.com/trainyard/trainyard/internal/temporalx"
+	"github.com/trainyard/trainyard/plugins/builtin"
 	"github.com/trainyard/trainyard/workflows"
 	"github.com/trainyard/trainyard/workflows/pluginrun"
 )
@@ -167,6 +169,27 @@ func addPluginFlags(fs *pflag.FlagSet, dir *string) {
 		def = filepath.Join(c, "trainyard", "wasm")
 	}
 	fs.StringVar(dir, "plugin-cache-dir", def, "on-disk cache of compiled WASM plugins (empty: memory only)")
+}
+
+// openPluginStore opens the plugin store and registers the built-in plugins
+// the binary carries (idempotent; a stored plugin of the same name@version
+// is kept).
+func openPluginStore(ctx context.Context, store *objstore.Store, log *slog.Logger) (*pluginstore.Store, error) {
+	ps := pluginstore.New(store)
+	fsys := builtin.FS()
+	set, err := pluginstore.Builtins(fsys)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := ps.Seed(ctx, fsys, set)
+	if err != nil {
+		return nil, fmt.Errorf("register built-in plugins: %w", err)
+	}
+	log.Info("built-in plugins", "carried", len(set), "added", len(rep.Added), "present", rep.Present)
+	for _, k := range rep.Kept {
+		log.Warn("built-in plugin not registered: a stored plugin has its name@version", "plugin", k)
+	}
+	return ps, nil
 }
 
 func newPluginRuntime(ctx context.Context, dir string) (*pluginhost.Runtime, error) {

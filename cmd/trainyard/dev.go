@@ -17,7 +17,6 @@ import (
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/embedded"
 	"github.com/trainyard/trainyard/internal/objstore"
-	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/temporalx"
 )
 
@@ -170,8 +169,12 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 	}
 	stops = append(stops, w.Stop)
 
+	plugins, err := openPluginStore(ctx, store, log)
+	if err != nil {
+		return err
+	}
 	srv := api.New(api.Deps{Temporal: tc, Namespace: "default", Tokens: tokens, Store: store, Logger: log,
-		Plugins: rt, PluginStore: pluginstore.New(store), Admission: adm,
+		Plugins: rt, PluginStore: plugins, Admission: adm,
 		Metrics: g.telemetry.Metrics, Ready: readyChecks(tc, store)})
 	as, err := serveAPI(fmt.Sprintf("%s:%d", o.ip, o.apiPort), srv.Handler(), log)
 	if err != nil {

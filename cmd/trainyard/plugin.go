@@ -16,6 +16,7 @@ import (
 	"github.com/trainyard/trainyard/internal/pluginbuild"
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
+	"github.com/trainyard/trainyard/plugins/builtin"
 )
 
 func newPluginCmd() *cobra.Command {
@@ -148,15 +149,9 @@ func newPluginCmd() *cobra.Command {
 			if remote {
 				return remoteRun(ctx, cf, args[0], envsN, steps, seed)
 			}
-			wasm, err := os.ReadFile(args[0])
+			wasm, err := pluginModule(ctx, cf, args[0])
 			if err != nil {
-				c, cerr := cf.client()
-				if cerr != nil {
-					return cerr
-				}
-				if derr := c.Do(ctx, http.MethodGet, "/v1/plugins/"+url.PathEscape(args[0])+"/module", nil, "", &wasm); derr != nil {
-					return fmt.Errorf("%s is neither a readable file (%v) nor an uploaded plugin (%w)", args[0], err, derr)
-				}
+				return err
 			}
 			rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{})
 			if err != nil {
@@ -186,6 +181,30 @@ func newPluginCmd() *cobra.Command {
 
 	cmd.AddCommand(build, push, ls, inspect, rm, run)
 	return cmd
+}
+
+// pluginModule reads a local .wasm file, else downloads an uploaded plugin,
+// else takes a built-in one: a name works with no server too.
+func pluginModule(ctx context.Context, cf *clientFlags, ref string) ([]byte, error) {
+	wasm, ferr := os.ReadFile(ref)
+	if ferr == nil {
+		return wasm, nil
+	}
+	var derr error
+	if c, err := cf.client(); err != nil {
+		derr = err
+	} else if derr = c.Do(ctx, http.MethodGet, "/v1/plugins/"+url.PathEscape(ref)+"/module", nil, "", &wasm); derr == nil {
+		return wasm, nil
+	}
+	fsys := builtin.FS()
+	set, err := pluginstore.Builtins(fsys)
+	if err != nil {
+		return nil, err
+	}
+	if b, ok := pluginstore.FindBuiltin(set, ref); ok {
+		return b.Module(fsys)
+	}
+	return nil, fmt.Errorf("%s is not a readable file (%v), an uploaded plugin (%v) or a built-in one", ref, ferr, derr)
 }
 
 func remoteRun(ctx context.Context, cf *clientFlags, ref string, envsN, steps int, seed uint64) error {

@@ -96,6 +96,12 @@ func newRunCmd() *cobra.Command {
 			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/runs", nil, &out); err != nil {
 				return err
 			}
+			if quiet, _ := cmd.Flags().GetBool("quiet"); quiet {
+				for _, r := range out.Runs {
+					fmt.Println(r.ID)
+				}
+				return nil
+			}
 			return cf.print(os.Stdout, out, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "ID\tNAME\tCLUSTER\tENV\tSTATUS\tSTARTED")
 				for _, r := range out.Runs {
@@ -104,6 +110,8 @@ func newRunCmd() *cobra.Command {
 			})
 		},
 	}
+
+	ls.Flags().BoolP("quiet", "q", false, "only the ids, newest first (run=$(trainyard run ls -q | head -1))")
 
 	show := &cobra.Command{
 		Use: "show ID", Short: "A run's state, node, latest metrics, checkpoints and why it waits", Args: cobra.ExactArgs(1),
@@ -211,21 +219,26 @@ func newRunCmd() *cobra.Command {
 
 	var outDir string
 	download := &cobra.Command{
-		Use: "download ID SEQ", Short: "Download a checkpoint's files (verified) into a directory", Args: cobra.ExactArgs(2),
+		Use: "download ID SEQ|latest", Short: "Download a checkpoint's files (verified) into a directory", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client()
 			if err != nil {
 				return err
 			}
 			seq, err := strconv.ParseInt(args[1], 10, 64)
-			if err != nil || seq < 1 {
-				return fmt.Errorf("checkpoint %q: want a sequence number from `trainyard run checkpoints %s`", args[1], args[0])
+			if args[1] != "latest" && (err != nil || seq < 1) {
+				return fmt.Errorf("checkpoint %q: want latest or a sequence number from `trainyard run checkpoints %s`", args[1], args[0])
 			}
 			var out struct {
 				Checkpoints []api.CheckpointInfo `json:"checkpoints"`
 			}
 			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/runs/"+url.PathEscape(args[0])+"/checkpoints", nil, &out); err != nil {
 				return err
+			}
+			if args[1] == "latest" {
+				for _, m := range out.Checkpoints {
+					seq = max(seq, m.Seq)
+				}
 			}
 			for _, m := range out.Checkpoints {
 				if m.Seq != seq {
@@ -294,7 +307,11 @@ func getRun(ctx context.Context, c *apiclient.Client, id string) (api.Run, error
 
 func runTable(w *tabwriter.Writer, r api.Run) {
 	p := r.Progress
-	fmt.Fprintf(w, "run\t%s\nname\t%s\ncluster\t%s\nenv\t%s\nstatus\t%s\nstate\t%s\nnode\t%s\n", r.ID, r.Name, r.Cluster, r.Env, r.Status, p.State, p.Node)
+	state := p.State
+	if p.Reason != "" {
+		state += ": " + p.Reason
+	}
+	fmt.Fprintf(w, "run\t%s\nname\t%s\ncluster\t%s\nenv\t%s\nstatus\t%s\nstate\t%s\nnode\t%s\n", r.ID, r.Name, r.Cluster, r.Env, r.Status, state, p.Node)
 	if len(p.Nodes) > 0 {
 		fmt.Fprintf(w, "ran on\t%s\n", strings.Join(p.Nodes, ", "))
 	}
@@ -360,6 +377,9 @@ func followRun(ctx context.Context, c *apiclient.Client, id string, w io.Writer)
 			}
 			if r.Status != "completed" {
 				return fmt.Errorf("run %s %s: %s", id, r.Status, firstNonEmpty(r.Error, r.Progress.Reason))
+			}
+			if r.Progress.State == "completed" { // the budget is spent short of the target
+				return fmt.Errorf("run %s completed: %s", id, r.Progress.Reason)
 			}
 			return nil
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/trainyard/trainyard/internal/admission"
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/objstore"
-	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/temporalx"
 )
 
@@ -69,8 +68,12 @@ func runServer(ctx context.Context, g *globals, o *serverOptions) error {
 		return err
 	}
 	go adm.Watch(ctx, policyRefresh, log) // bundles pushed through another replica
+	plugins, err := openPluginStore(ctx, store, log)
+	if err != nil {
+		return err
+	}
 	srv := api.New(api.Deps{Temporal: tc, Namespace: o.temporal.Namespace, Tokens: tokens, Store: store, Logger: log,
-		Plugins: rt, PluginStore: pluginstore.New(store), Admission: adm,
+		Plugins: rt, PluginStore: plugins, Admission: adm,
 		Metrics: g.telemetry.Metrics, Ready: readyChecks(tc, store)})
 	as, err := serveAPI(o.listen, srv.Handler(), log)
 	if err != nil {

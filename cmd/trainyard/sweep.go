@@ -173,8 +173,8 @@ func getSweep(ctx context.Context, c *apiclient.Client, id string) (api.Sweep, e
 
 func sweepTable(w *tabwriter.Writer, s api.Sweep) {
 	p := s.Progress
-	fmt.Fprintf(w, "sweep %s (%s) on %s: %s — %d running, %d pending, %d succeeded, %d failed, %d cancelled\n\n",
-		s.ID, firstNonEmpty(s.Name, "-"), s.Cluster, firstNonEmpty(p.State, s.Status), p.Running, p.Pending, p.Succeeded, p.Failed, p.Cancelled)
+	fmt.Fprintf(w, "sweep %s (%s) on %s: %s — %d running, %d pending, %d succeeded, %d short of target, %d failed, %d cancelled\n\n",
+		s.ID, firstNonEmpty(s.Name, "-"), s.Cluster, firstNonEmpty(p.State, s.Status), p.Running, p.Pending, p.Succeeded, p.Completed, p.Failed, p.Cancelled)
 	fmt.Fprintln(w, "#\tRUN\tPARAMS\tSTATE\tNODE\tITER\tRETURN\tBEST\tNOTE")
 	for _, t := range p.Trials {
 		mark := ""

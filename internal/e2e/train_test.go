@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -170,6 +171,24 @@ func TestTrainCartPoleSurvivesAgentAndControlPlaneKill(t *testing.T) {
 				want = http.StatusNotFound
 			}
 			assertProblem(t, code, hdr, raw, want, tc.loc)
+		}
+	})
+
+	t.Run("budget spent short of the target", func(t *testing.T) {
+		cmd := exec.Command(binary, "run", "train", "--cluster", "lab", "--env", "CartPole-v1", "--iterations", "2",
+			"--checkpoint-every", "2", "--target-return", "10000", "--data-dir", dev.dir)
+		out, err := cmd.CombinedOutput()
+		last := lastLine(string(out))
+		if err == nil || !strings.Contains(last, "completed: target not reached (best ") {
+			t.Fatalf("followed run train: want a non-zero exit and \"target not reached\" last, got %v:\n%s", err, out)
+		}
+		id := strings.Fields(last)[2] // "trainyard: run ID completed: ..."
+		r := getRun(t, dev, id)
+		if r.Progress.State != "completed" || !strings.Contains(r.Progress.Reason, "target not reached") {
+			t.Fatalf("run %s: state %s (%s), want completed: target not reached", id, r.Progress.State, r.Progress.Reason)
+		}
+		if show := cli(t, dev, "run", "show", id); !strings.Contains(show, "target not reached") || strings.Contains(show, "succeeded") {
+			t.Fatalf("run show:\n%s", show)
 		}
 	})
 

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -107,7 +108,8 @@ func (s *Store) Get(ctx context.Context, id string) (Record, error) {
 }
 
 // Resolve finds a plugin by sha256 id, by "name@version", or by a name that
-// has exactly one version stored.
+// has exactly one version stored. Uploads shadow built-ins: a user's
+// CartPole-v1 is what "CartPole-v1" means once it is stored.
 func (s *Store) Resolve(ctx context.Context, ref string) (Record, error) {
 	if shaRE.MatchString(ref) {
 		return s.Get(ctx, ref)
@@ -122,6 +124,9 @@ func (s *Store) Resolve(ctx context.Context, ref string) (Record, error) {
 		if r.Name == name && (version == "" || r.Version == version) {
 			hits = append(hits, r)
 		}
+	}
+	if users := slices.DeleteFunc(slices.Clone(hits), func(r Record) bool { return r.UploadedBy == BuiltinBy }); len(users) > 0 {
+		hits = users // an upload shadows the built-ins of its name
 	}
 	switch len(hits) {
 	case 0:

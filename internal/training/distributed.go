@@ -220,10 +220,6 @@ func (r *Runner) RunDistributedSegment(ctx context.Context, in SegmentInput, pro
 		}
 	}
 
-	target := spec.TargetReturn
-	reached := func(m ppo.Metrics) bool {
-		return target != nil && m.RecentEpisodes >= minEpisodesForTarget && m.RecentReturnMean >= *target
-	}
 	var segment []ppo.Metrics
 	for range in.Iterations {
 		it, _ := s.learner.Counters()
@@ -254,11 +250,11 @@ func (r *Runner) RunDistributedSegment(ctx context.Context, in SegmentInput, pro
 		if progress != nil {
 			progress(m)
 		}
-		if reached(m) {
+		if spec.Reached(m) {
 			break
 		}
 	}
-	saved, err := r.tally(ctx, in, spec, s, &res, segment, reached)
+	saved, err := r.tally(ctx, in, spec, s, &res, segment)
 	if err != nil {
 		return res, err
 	}

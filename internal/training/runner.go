@@ -45,9 +45,6 @@ const (
 	MetricReturn = "mean_return"
 )
 
-// minEpisodesForTarget keeps a lucky first episode from ending a run.
-const minEpisodesForTarget = 20
-
 // SegmentInput asks for the next few iterations of a run.
 type SegmentInput struct {
 	RunID        string `json:"run_id"`
@@ -187,10 +184,6 @@ func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(
 		}
 	}()
 
-	target := spec.TargetReturn
-	reached := func(m ppo.Metrics) bool {
-		return target != nil && m.RecentEpisodes >= minEpisodesForTarget && m.RecentReturnMean >= *target
-	}
 	var segment []ppo.Metrics
 	for range in.Iterations {
 		it, _ := s.learner.Counters()
@@ -211,11 +204,11 @@ func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(
 		if progress != nil {
 			progress(m)
 		}
-		if reached(m) {
+		if spec.Reached(m) {
 			break
 		}
 	}
-	if _, err := r.tally(ctx, in, spec, s, &res, segment, reached); err != nil {
+	if _, err := r.tally(ctx, in, spec, s, &res, segment); err != nil {
 		return res, err
 	}
 	if res.Done {
@@ -237,13 +230,13 @@ func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(
 // tally closes a segment's result (its metrics, the counters, whether the
 // run is done) and saves the checkpoint that ends it when it ran any
 // iteration (saved is then true); res.Checkpoint is the latest either way.
-func (r *Runner) tally(ctx context.Context, in SegmentInput, spec Spec, s *session, res *SegmentResult, segment []ppo.Metrics, reached func(ppo.Metrics) bool) (saved bool, err error) {
+func (r *Runner) tally(ctx context.Context, in SegmentInput, spec Spec, s *session, res *SegmentResult, segment []ppo.Metrics) (saved bool, err error) {
 	res.Metrics = append(res.Metrics, segment...)
 	res.Iteration, res.Timesteps = s.learner.Counters()
 	if n := len(res.Metrics); n > 0 {
 		last := res.Metrics[n-1]
 		res.MeanReturn, res.Episodes = last.RecentReturnMean, last.RecentEpisodes
-		res.Done = reached(last)
+		res.Done = spec.Reached(last)
 	}
 	res.Done = res.Done || res.Iteration >= int64(spec.Iterations)
 	if len(segment) > 0 {

@@ -73,7 +73,7 @@ type Trial struct {
 	Index      int     `json:"index" doc:"Position in grid order, from 1."`
 	RunID      string  `json:"run_id" doc:"The trial's training run (GET /v1/runs/{id})."`
 	Params     Params  `json:"params"`
-	State      string  `json:"state" enum:"pending,waiting,running,paused,succeeded,failed,cancelled"`
+	State      string  `json:"state" enum:"pending,waiting,running,paused,succeeded,completed,failed,cancelled" doc:"completed: the trial spent its iterations short of target_return."`
 	Reason     string  `json:"reason,omitempty" doc:"Why it waits, or why it failed."`
 	Node       string  `json:"node,omitempty"`
 	GPUs       []int   `json:"gpus,omitempty" doc:"Devices reserved for a GPU-sharing trial."`
@@ -89,11 +89,12 @@ type Trial struct {
 type Results struct {
 	State  string  `json:"state" enum:"running,completed,cancelled"`
 	Trials []Trial `json:"trials" doc:"One row per trial, in grid order."`
-	// Best is the succeeded trial with the highest final mean return.
-	Best      int `json:"best,omitempty" doc:"Index of the succeeded trial with the highest final mean return (0: none yet)."`
+	// Best is the finished trial with the highest final mean return.
+	Best      int `json:"best,omitempty" doc:"Index of the succeeded or completed trial with the highest final mean return (0: none yet)."`
 	Pending   int `json:"pending"`
 	Running   int `json:"running"`
 	Succeeded int `json:"succeeded"`
+	Completed int `json:"completed" doc:"Trials that spent their iterations short of target_return."`
 	Failed    int `json:"failed"`
 	Cancelled int `json:"cancelled"`
 }
@@ -106,14 +107,18 @@ func TrialID(sweepID string, i, n int) string {
 
 // Tally recounts the states and picks the best trial.
 func (p *Results) Tally() {
-	p.Pending, p.Running, p.Succeeded, p.Failed, p.Cancelled, p.Best = 0, 0, 0, 0, 0, 0
+	p.Pending, p.Running, p.Succeeded, p.Completed, p.Failed, p.Cancelled, p.Best = 0, 0, 0, 0, 0, 0, 0
 	best := math.Inf(-1)
 	for _, t := range p.Trials {
 		switch t.State {
 		case StatePending:
 			p.Pending++
-		case "succeeded":
-			p.Succeeded++
+		case "succeeded", "completed":
+			if t.State == "succeeded" {
+				p.Succeeded++
+			} else {
+				p.Completed++
+			}
 			if t.MeanReturn > best {
 				best, p.Best = t.MeanReturn, t.Index
 			}

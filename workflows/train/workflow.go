@@ -73,8 +73,8 @@ type RunRestore struct {
 
 // RunProgress is the run's live state and, once it ends, its result.
 type RunProgress struct {
-	State  string `json:"state" enum:"waiting,infeasible,running,paused,succeeded,failed,cancelled"`
-	Reason string `json:"reason,omitempty" doc:"Why it waits (the resource or rule that blocks it on each node; when infeasible, also when it fails unless the cluster changes), or why it failed."`
+	State  string `json:"state" enum:"waiting,infeasible,running,paused,succeeded,completed,failed,cancelled" doc:"succeeded: reached target_return (or, without one, ran its iterations); completed: spent its iterations short of target_return."`
+	Reason string `json:"reason,omitempty" doc:"Why it waits (the resource or rule that blocks it on each node; when infeasible, also when it fails unless the cluster changes), why it failed, or, when completed, that the target was not reached and the best mean return."`
 	// WaitingSince orders the queue (GET /v1/clusters/{name}/queue).
 	WaitingSince *time.Time `json:"waiting_since,omitempty" doc:"When it began waiting for a node (unset while placed)."`
 	Node         string     `json:"node,omitempty"`
@@ -121,6 +121,7 @@ func (p *RunProgress) apply(seg training.SegmentResult) {
 		if m.Iteration > last { // a restore may hand back iterations already seen
 			p.Metrics = append(p.Metrics, m)
 			last = m.Iteration
+			p.best(m.RecentEpisodes, m.RecentReturnMean)
 		}
 	}
 	if n := len(p.Metrics); n > maxHistory {
@@ -128,11 +129,16 @@ func (p *RunProgress) apply(seg training.SegmentResult) {
 	}
 	p.Iteration, p.Timesteps, p.Checkpoint = seg.Iteration, seg.Timesteps, seg.Checkpoint
 	p.MeanReturn = seg.MeanReturn
-	if seg.Episodes > 0 && (p.BestReturn == 0 || seg.MeanReturn > p.BestReturn) {
-		p.BestReturn = seg.MeanReturn
-	}
+	p.best(seg.Episodes, seg.MeanReturn)
 	if seg.RestoredFrom > 0 {
 		p.Restores = append(p.Restores, RunRestore{Checkpoint: seg.RestoredFrom, Iteration: seg.Iteration - int64(len(seg.Metrics)), Node: p.Node})
+	}
+}
+
+// best keeps the highest recent mean return seen at any iteration.
+func (p *RunProgress) best(episodes int, mean float64) {
+	if episodes > 0 && (p.BestReturn == 0 || mean > p.BestReturn) {
+		p.BestReturn = mean
 	}
 }
 
@@ -321,7 +327,10 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 		p.apply(seg)
 		if seg.Done {
 			p.Eval = seg.Eval
-			p.Reason = ""
+			// A budget spent short of the target is not a success.
+			if p.Reason = spec.Missed(p.Metrics, p.BestReturn); p.Reason != "" {
+				return end("completed", nil)
+			}
 			return end("succeeded", nil)
 		}
 		if seg.Drained != "" {
