@@ -237,6 +237,28 @@ func TestReadme(t *testing.T) {
 	runDocs(t, ctx, dir, docEnv(t), blocks)
 }
 
+// TestDocsQuickStarts runs the docs' shell blocks meant to be run the same
+// way, on a local cluster named lab (what the docs call it).
+func TestDocsQuickStarts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a CartPole run to 475, a sweep and a self-play loop")
+	}
+	var blocks []docBlock
+	for _, f := range []string{"training.md", "selfplay.md", "scheduling.md", "observability.md"} {
+		blocks = append(blocks, runnableBlocks(t, filepath.Join("../../docs", f))...)
+	}
+	dir := checkout(t)
+	dev := startDev(t, filepath.Join(dir, ".trainyard"), "--api-port", "8080", "--temporal-port", "7233", "--ui-port", "8233", "--s3-port", "9000")
+	local, err := os.ReadFile("../../deploy/examples/local.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", strings.Replace(string(local), "name: dev", "name: lab", 1)))
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	runDocs(t, ctx, dir, docEnv(t), blocks)
+}
+
 // TestDocBlocks: which blocks run, which output goes with which block, and
 // that a contradicting output is caught.
 func TestDocBlocks(t *testing.T) {
