@@ -42,4 +42,4 @@ openapi:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) run ./internal/tools/layercheck
+	$(GO) run ./internal/tools/layercheck . sdk/go

@@ -23,7 +23,7 @@ games-bench:
 # Random legal play against the rules' invariants, and the model file
 # parser, 30 s each.
 games-fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzRandomPlay$$' -fuzztime 30s ./sdk/go/games/kinrow/
+	cd sdk/go && $(GO) test -run '^$$' -fuzz '^FuzzRandomPlay$$' -fuzztime 30s ./games/kinrow/
 	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshal$$' -fuzztime 30s ./internal/selfplay/model/
 
 # Every k-in-a-row config as a plugin module: .cache/plugins/kinrow-<config>.wasm

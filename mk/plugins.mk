@@ -1,13 +1,16 @@
 # WASM plugins (plugins/, sdk/): `make plugins` builds every example into
 # .cache/plugins/*.wasm. Go plugins rebuild incrementally through Go's build
 # cache; the AssemblyScript toolchain comes from npm (package-lock.json).
+# The Go guest SDK (sdk/go) is a module of its own, outside the root's
+# `go test ./...`: sdk-go-test vets and tests it (part of `make test`),
+# sdk-go-bench runs its benchmarks (part of `make bench`).
 PLUGINS_OUT := $(CACHE)/plugins
 ASC := sdk/assemblyscript/node_modules/.bin/asc
 GO_PLUGINS := cartpole pendulum shaping tictactoe
 AS_PLUGINS := cartpole-as reward-clip-as goleft
 AS_SDK_SRC := $(wildcard sdk/assemblyscript/assembly/*.ts)
 
-.PHONY: plugins plugins-go plugins-clean FORCE_PLUGINS
+.PHONY: plugins plugins-go plugins-clean FORCE_PLUGINS sdk-go-test sdk-go-bench
 
 plugins: plugins-go $(AS_PLUGINS:%=$(PLUGINS_OUT)/%.wasm)
 
@@ -41,5 +44,11 @@ plugins-clean:
 
 FORCE_PLUGINS:
 
-TEST_DEPS += plugins
-BENCH_DEPS += plugins
+sdk-go-test:
+	cd sdk/go && $(GO) vet ./... && $(GO) test -race ./...
+
+sdk-go-bench:
+	cd sdk/go && $(GO) test -run '^$$' -bench . -benchmem ./...
+
+TEST_DEPS += plugins sdk-go-test
+BENCH_DEPS += plugins sdk-go-bench

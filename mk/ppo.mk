@@ -12,10 +12,11 @@ ppo-learn:
 
 # Rollout throughput, time to CartPole 475, env and network kernels.
 ppo-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/ppo/ ./internal/nn/ ./sdk/go/envs/...
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/ppo/ ./internal/nn/
+	cd sdk/go && $(GO) test -run '^$$' -bench . -benchmem ./envs/...
 
 # Checkpoint and env-snapshot parsers, 30 s each.
 .PHONY: ppo-fuzz
 ppo-fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime 30s ./internal/ppo/
-	$(GO) test -run '^$$' -fuzz '^FuzzRestoreSnapshot$$' -fuzztime 30s ./sdk/go/envs/native/
+	cd sdk/go && $(GO) test -run '^$$' -fuzz '^FuzzRestoreSnapshot$$' -fuzztime 30s ./envs/native/

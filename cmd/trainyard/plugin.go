@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -32,28 +31,21 @@ func newPluginCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dst := out
 			if dst == "" {
-				dst = filepath.Base(filepath.Clean(args[0])) + ".wasm"
+				abs, err := filepath.Abs(args[0])
+				if err != nil {
+					return err
+				}
+				dst = filepath.Base(abs) + ".wasm"
 			}
 			dst, _ = filepath.Abs(dst)
-			entry := filepath.Join(args[0], "assembly", "index.ts")
-			var err error
-			if _, statErr := os.Stat(entry); statErr == nil {
-				err = pluginbuild.AssemblyScript(cmd.Context(), sdkDir, entry, dst)
-			} else {
-				pkg := args[0]
-				if !filepath.IsAbs(pkg) && !strings.HasPrefix(pkg, ".") {
-					pkg = "./" + pkg
-				}
-				err = pluginbuild.Go(cmd.Context(), "", ".", pkg, dst)
-			}
-			if err != nil {
+			if err := pluginbuild.Dir(cmd.Context(), args[0], sdkDir, dst); err != nil {
 				return err
 			}
 			fmt.Fprintln(os.Stdout, dst)
 			return nil
 		},
 	}
-	build.Flags().StringVar(&sdkDir, "as-sdk", "sdk/assemblyscript", "the AssemblyScript SDK (with node_modules) for AssemblyScript plugins")
+	build.Flags().StringVar(&sdkDir, "as-sdk", "", "the AssemblyScript SDK for AssemblyScript plugins (default: the project's "+pluginbuild.SDKCopy+", else sdk/assemblyscript)")
 	build.Flags().StringVarP(&out, "out", "O", "", "output file (default DIR.wasm)")
 
 	push := &cobra.Command{
@@ -179,7 +171,7 @@ func newPluginCmd() *cobra.Command {
 	run.Flags().Uint64Var(&seed, "seed", 1, "seed for the envs and the random actions")
 	run.Flags().BoolVar(&remote, "remote", false, "run REF on a worker through the API")
 
-	cmd.AddCommand(build, push, ls, inspect, rm, run)
+	cmd.AddCommand(newPluginInitCmd(), build, push, ls, inspect, rm, run)
 	return cmd
 }
 

@@ -36,7 +36,9 @@ func Root(t testing.TB) string {
 	}
 	for {
 		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.HasPrefix(bytes.TrimSpace(b), []byte("module "+Module)) {
+		// The first line names the module exactly: sdk/go's go.mod
+		// (module Module/sdk/go) is not the root's.
+		if first, _, _ := bytes.Cut(bytes.TrimSpace(b), []byte("\n")); err == nil && string(bytes.TrimSpace(first)) == "module "+Module {
 			return dir
 		}
 		parent := filepath.Dir(dir)

@@ -6,7 +6,9 @@
 //   sdk/assemblyscript/node_modules/.bin/asc sdk/assemblyscript/template/assembly/index.ts \
 //     -o goleft.wasm --runtime incremental -O3 --noAssert \
 //     --use abort=sdk/assemblyscript/assembly/index/abortTrap
-// Check it with plugins.Runtime.Validate (or `trainyard plugin push`).
+// Check it with `trainyard plugin run goleft.wasm` (or `trainyard plugin push`).
+// `trainyard plugin init NAME --lang assemblyscript` copies it into a project
+// of its own, with the SDK and a pinned compiler.
 export * from "../../assembly/exports";
 import { Env, PCG32, registerEnv } from "../../assembly/index";
 
