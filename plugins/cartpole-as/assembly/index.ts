@@ -1,8 +1,8 @@
 // CartPole-v1 in AssemblyScript with Gymnasium's dynamics, termination and
 // 500-step limit. Resets draw from PCG32 (not bit-identical to the Go
 // reference, whose resets use Go's math/rand/v2).
-export * from "../../../../sdk/assemblyscript/assembly/exports";
-import { Env, PCG32, registerEnv } from "../../../../sdk/assemblyscript/assembly/index";
+export * from "../../../sdk/assemblyscript/assembly/exports";
+import { Env, PCG32, registerEnv } from "../../../sdk/assemblyscript/assembly/index";
 
 const GRAVITY: f64 = 9.8;
 const MASSCART: f64 = 1.0;
