@@ -124,6 +124,31 @@ func Normalize(grid map[string][]any, envName string) map[string][]any {
 	return out
 }
 
+// Normalized is spec with Normalize applied to its grid and to the
+// values of its choice distributions.
+func (s SweepSpec) Normalized(envName string) SweepSpec {
+	s.Grid = Normalize(s.Grid, envName)
+	if len(s.ParamSpace) == 0 {
+		return s
+	}
+	choices := map[string][]any{}
+	for k, d := range s.ParamSpace {
+		if d.Kind == DistChoice {
+			choices[k] = d.Values
+		}
+	}
+	norm := Normalize(choices, envName)
+	space := make(map[string]Distribution, len(s.ParamSpace))
+	for k, d := range s.ParamSpace {
+		if vs, ok := norm[k]; ok {
+			d.Values = vs
+		}
+		space[k] = d
+	}
+	s.ParamSpace = space
+	return s
+}
+
 // TrialSpec is the run spec of one trial: the base run with p applied. A
 // built-in learner's run takes knobs as its own fields and the rest as
 // hyper-parameters; a command run gets each value substituted for
@@ -193,16 +218,16 @@ func ValidateTrials(spec SweepSpec, envName string) error {
 			errs = append(errs, fe)
 		}
 	}
-	if len(spec.Grid) == 0 {
-		add(&training.FieldError{Field: "grid", Reason: "empty: give at least one name with values, e.g. {\"learning_rate\": [0.001, 0.0003]}"})
+	for _, fe := range validateSearch(spec) {
+		add(fe)
 	}
-	for k, vs := range spec.Grid {
-		if len(vs) == 0 {
-			add(&training.FieldError{Field: "grid." + k, Reason: "needs at least one value"})
+	if sc := spec.Scheduler; sc != nil {
+		for _, fe := range sc.check(int64(spec.Run.WithDefaults().Iterations)) {
+			add(fe)
 		}
-	}
-	if n := Size(spec.Grid); n > MaxTrials {
-		add(&training.FieldError{Field: "grid", Reason: fmt.Sprintf("expands to %d trials; at most %d", n, MaxTrials)})
+		if spec.Run.Algorithm == training.AlgorithmCommand {
+			add(&training.FieldError{Field: "scheduler", Reason: "a command trial reports no metrics to judge it by; schedulers are for the built-in learner"})
+		}
 	}
 	if spec.MaxConcurrent < 0 || spec.MaxConcurrent > MaxTrials {
 		add(&training.FieldError{Field: "max_concurrent", Reason: fmt.Sprintf("must be 0..%d (0: default %d)", MaxTrials, DefaultMaxConcurrent)})
@@ -219,10 +244,9 @@ func ValidateTrials(spec SweepSpec, envName string) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	for _, p := range Expand(spec.Grid) {
-		ts, err := TrialSpec(spec.Run, p)
+	for _, p := range Trials(spec) {
+		ts, err := spec.TrialSpec(p)
 		if err == nil {
-			ts = WithGPUs(ts, g)
 			err = ts.Validate()
 			if err == nil && ts.Algorithm == training.AlgorithmPPO {
 				_, err = ts.PPOConfig(envName)
@@ -234,10 +258,24 @@ func ValidateTrials(spec SweepSpec, envName string) error {
 				add(&training.FieldError{Field: "run", Reason: e.Error()})
 				continue
 			}
-			add(relocate(fe, p))
+			add(relocate(fe, p, spec.ParamSpace))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// TrialSpec is the run spec a trial starts with: the base run with p
+// applied (TrialSpec), its whole GPUs, and asha's max_t as its iterations.
+func (s SweepSpec) TrialSpec(p Params) (training.Spec, error) {
+	ts, err := TrialSpec(s.Run, p)
+	if err != nil {
+		return ts, err
+	}
+	ts = WithGPUs(ts, s.GPUsPerTrial)
+	if sc := s.Scheduler; sc != nil && sc.Type == SchedulerASHA && sc.MaxT > 0 {
+		ts.Iterations = int(sc.MaxT)
+	}
+	return ts, nil
 }
 
 // WithGPUs gives a command trial its whole GPUs; a fraction is reserved
@@ -250,23 +288,34 @@ func WithGPUs(s training.Spec, gpus float64) training.Spec {
 }
 
 // relocate points a trial's field error at the sweep body: a
-// hyper-parameter or knob from the grid at grid.<name>, the rest at run.
-func relocate(fe *training.FieldError, p Params) *training.FieldError {
-	name := strings.TrimPrefix(fe.Field, "hyperparameters.")
-	if _, ok := p[name]; ok {
+// hyper-parameter or knob from the grid at grid.<name> (from param_space
+// at param_space.<name>), the rest at run.
+func relocate(fe *training.FieldError, p Params, space map[string]Distribution) *training.FieldError {
+	at := func(name string) *training.FieldError {
+		if _, ok := space[name]; ok {
+			return &training.FieldError{Field: "param_space." + name, Reason: fe.Reason}
+		}
 		return &training.FieldError{Field: "grid." + name, Reason: fe.Reason}
 	}
-	if _, ok := p[fe.Field]; ok {
-		return &training.FieldError{Field: "grid." + fe.Field, Reason: fe.Reason}
+	if name := strings.TrimPrefix(fe.Field, "hyperparameters."); has(p, name) {
+		return at(name)
 	}
-	if strings.HasPrefix(fe.Field, "grid.") {
-		return fe
+	if has(p, fe.Field) {
+		return at(fe.Field)
+	}
+	if name, ok := strings.CutPrefix(fe.Field, "grid."); ok {
+		return at(name)
 	}
 	if fe.Field == "hyperparameters" && len(p) > 0 {
 		// The decoder's message names the field; the trial says which values.
 		return &training.FieldError{Field: "grid", Reason: "trial " + p.String() + ": " + fe.Reason}
 	}
 	return &training.FieldError{Field: "run." + fe.Field, Reason: fe.Reason}
+}
+
+func has(p Params, name string) bool {
+	_, ok := p[name]
+	return ok
 }
 
 func unwrap(err error) []error {

@@ -3,6 +3,7 @@ package sweep
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/workflows/cluster"
 	"github.com/trainyard/trainyard/workflows/job"
@@ -243,5 +245,89 @@ func TestSweepRejectsEmptyGrid(t *testing.T) {
 	var app *temporal.ApplicationError
 	if err := env.GetWorkflowError(); !errors.As(err, &app) || app.Type() != "InvalidSweep" {
 		t.Fatalf("error %v, want InvalidSweep", err)
+	}
+}
+
+// TestSweepASHAStopsWeakTrials runs the real Train workflow as each trial
+// (its segments and placement mocked): a random search of 6 learning
+// rates, 2 at a time, under ASHA (grace 2, factor 3, max_t 18: rungs 2
+// and 6). A trial's mean return is learning_rate × 10⁵ × iteration, so
+// higher rates are better. Trials report every segment; the scheduler
+// stops the weak ones at a rung, their runs end stopped with the reason,
+// and their slots go to the pending trials.
+func TestSweepASHAStopsWeakTrials(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: Name})
+	env.RegisterWorkflowWithOptions(train.Workflow, workflow.RegisterOptions{Name: train.Name})
+	jobActs, agentActs := &job.Activities{}, &train.AgentActivities{}
+	env.RegisterActivity(jobActs)
+	env.RegisterActivity(agentActs)
+	env.OnActivity(jobActs.Allocate, mock.Anything, mock.Anything).Return(cluster.Allocation{Node: "n1", Queue: "n1"}, nil)
+	env.OnSignalExternalWorkflow(mock.Anything, cluster.WorkflowID("lab"), "", cluster.SignalRelease, mock.Anything).Return(nil)
+	var mu sync.Mutex
+	segments := map[string]int{}
+	env.OnActivity(agentActs.RunSegment, mock.Anything, mock.Anything).After(time.Minute).Return(
+		func(_ context.Context, in training.SegmentInput) (training.SegmentResult, error) {
+			mu.Lock()
+			segments[in.RunID]++
+			mu.Unlock()
+			lr := in.Spec.Hyperparameters["learning_rate"].(float64)
+			from := in.FromCheckpoint * int64(in.Iterations)
+			to := min(from+int64(in.Iterations), int64(in.Spec.Iterations))
+			var ms []ppo.Metrics
+			for it := from + 1; it <= to; it++ {
+				ms = append(ms, ppo.Metrics{Iteration: it, RecentEpisodes: 10, RecentReturnMean: lr * 1e5 * float64(it)})
+			}
+			last := ms[len(ms)-1]
+			return training.SegmentResult{Iteration: to, Checkpoint: in.FromCheckpoint + 1, Metrics: ms, Episodes: 10,
+				MeanReturn: last.RecentReturnMean, Done: to == int64(in.Spec.Iterations)}, nil
+		})
+	base := baseSpec()
+	base.Iterations, base.CheckpointEvery = 100, 2
+	env.ExecuteWorkflow(Name, Input{SweepID: "sweep-asha", EnvPlugin: "sha", Spec: SweepSpec{
+		Run: base.WithDefaults(), MaxConcurrent: 2, Search: SearchRandom, NumSamples: 6, SearchSeed: 3,
+		ParamSpace: map[string]Distribution{"learning_rate": {Kind: DistLogUniform, Min: 1e-5, Max: 1e-2}},
+		Scheduler:  &Scheduler{Type: SchedulerASHA, GracePeriod: 2, MaxT: 18},
+	}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var p Results
+	if err := env.GetWorkflowResult(&p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Stopped < 3 || p.Stopped+p.Succeeded != 6 {
+		t.Fatalf("%d stopped, %d succeeded; want at least 3 stopped and the rest succeeded: %+v", p.Stopped, p.Succeeded, p.Trials)
+	}
+	best := p.Trials[0]
+	for _, tr := range p.Trials {
+		lr := tr.Params["learning_rate"].(float64)
+		switch tr.State {
+		case "stopped":
+			if !strings.HasPrefix(tr.Reason, fmt.Sprintf("stopped by asha at rung %d (mean_return ", tr.StoppedAt)) || (tr.StoppedAt != 2 && tr.StoppedAt != 6) {
+				t.Errorf("stopped trial %d: at %d, reason %q", tr.Index, tr.StoppedAt, tr.Reason)
+			}
+			// The row is the run's own result (its run ended stopped, not cancelled).
+			if tr.Checkpoint == 0 {
+				t.Errorf("stopped trial %d: no checkpoint, so not its run's result: %+v", tr.Index, tr)
+			}
+			if tr.Iteration >= 18 || segments[tr.RunID] >= 9 {
+				t.Errorf("stopped trial %d trained %d iterations in %d segments", tr.Index, tr.Iteration, segments[tr.RunID])
+			}
+		case "succeeded":
+			if tr.Iteration != 18 || tr.MeanReturn != lr*1e5*18 {
+				t.Errorf("finished trial %d: iteration %d, mean return %g; want max_t 18, %g", tr.Index, tr.Iteration, tr.MeanReturn, lr*1e5*18)
+			}
+		}
+		if lr > best.Params["learning_rate"].(float64) {
+			best = tr
+		}
+	}
+	if best.State != "succeeded" || p.Best != best.Index || p.Ranking[0] != best.Index {
+		t.Errorf("best %d, ranking %v; want the highest learning rate, trial %d (%s)", p.Best, p.Ranking, best.Index, best.State)
+	}
+	if last := p.Trials[p.Ranking[len(p.Ranking)-1]-1]; last.State != "stopped" {
+		t.Errorf("last ranked trial %d is %s, want a stopped one", last.Index, last.State)
 	}
 }

@@ -30,6 +30,9 @@ const Name = "Train"
 const (
 	QueryProgress = "progress"
 	SignalControl = "control"
+	// SignalTrialProgress is what a sweep trial (Input.ReportProgress)
+	// sends its parent after every segment: a TrialProgress.
+	SignalTrialProgress = "trial-progress"
 )
 
 // ErrTrainingFailed is the error type of a run that cannot continue.
@@ -57,11 +60,24 @@ type Input struct {
 	// SweepTrial: a sweep started the run as one of its trials (placed as
 	// kind sweep-trial).
 	SweepTrial bool `json:"sweep_trial,omitempty"`
+	// ReportProgress: signal the parent (a sweep) each segment's metrics
+	// (SignalTrialProgress), so it can stop a weak trial early.
+	ReportProgress bool `json:"report_progress,omitempty"`
 }
 
-// RunControl is the payload of SignalControl.
+// RunControl is the payload of SignalControl. Action stop (with its
+// Reason) comes from a sweep's scheduler just before it cancels the
+// trial: the run then ends stopped, not cancelled.
 type RunControl struct {
-	Action string `json:"action" enum:"pause,resume"`
+	Action string `json:"action" enum:"pause,resume,stop"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// TrialProgress is the payload of SignalTrialProgress: the iterations a
+// segment trained.
+type TrialProgress struct {
+	RunID   string        `json:"run_id"`
+	Metrics []ppo.Metrics `json:"metrics"`
 }
 
 // RunRestore records a resume from a checkpoint.
@@ -73,7 +89,7 @@ type RunRestore struct {
 
 // RunProgress is the run's live state and, once it ends, its result.
 type RunProgress struct {
-	State  string `json:"state" enum:"waiting,infeasible,running,paused,succeeded,completed,failed,cancelled" doc:"succeeded: reached target_return (or, without one, ran its iterations); completed: spent its iterations short of target_return."`
+	State  string `json:"state" enum:"waiting,infeasible,running,paused,succeeded,completed,stopped,failed,cancelled" doc:"succeeded: reached target_return (or, without one, ran its iterations); completed: spent its iterations short of target_return; stopped: a sweep's scheduler stopped the trial early (reason says why)."`
 	Reason string `json:"reason,omitempty" doc:"Why it waits (the resource or rule that blocks it on each node; when infeasible, also when it fails unless the cluster changes), why it failed, or, when completed, that the target was not reached and the best mean return."`
 	// WaitingSince orders the queue (GET /v1/clusters/{name}/queue).
 	WaitingSince *time.Time `json:"waiting_since,omitempty" doc:"When it began waiting for a node (unset while placed)."`
@@ -159,7 +175,17 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (RunProgress, error) { return *p, nil }); err != nil {
 		return *p, err
 	}
-	paused := false
+	paused, stopReason := false, ""
+	control := func(c RunControl) {
+		switch c.Action {
+		case "pause":
+			paused = true
+		case "resume":
+			paused = false
+		case "stop":
+			stopReason = c.Reason
+		}
+	}
 	signals := workflow.GetSignalChannel(ctx, SignalControl)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
@@ -167,12 +193,7 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			if !signals.Receive(ctx, &c) {
 				return
 			}
-			switch c.Action {
-			case "pause":
-				paused = true
-			case "resume":
-				paused = false
-			}
+			control(c)
 		}
 	})
 
@@ -204,6 +225,15 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 		p.State = state
 		if temporal.IsCanceledError(err) {
 			p.State = "cancelled"
+			// A stop comes just before the cancel; its signal may still
+			// be buffered.
+			for c := (RunControl{}); signals.ReceiveAsync(&c); c = (RunControl{}) {
+				control(c)
+			}
+			if stopReason != "" {
+				p.State, p.Reason = "stopped", stopReason
+				return *p, nil
+			}
 		}
 		return *p, err
 	}
@@ -325,6 +355,13 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			continue
 		}
 		p.apply(seg)
+		if in.ReportProgress && len(seg.Metrics) > 0 {
+			// Not waited for: the parent may be gone.
+			parent := workflow.GetInfo(ctx).ParentWorkflowExecution
+			if parent != nil {
+				workflow.SignalExternalWorkflow(ctx, parent.ID, "", SignalTrialProgress, TrialProgress{RunID: in.RunID, Metrics: trimRollouts(seg.Metrics)})
+			}
+		}
 		if seg.Done {
 			p.Eval = seg.Eval
 			// A budget spent short of the target is not a success.
@@ -340,6 +377,17 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			}
 		}
 	}
+}
+
+// trimRollouts drops the fragment names a distributed iteration carries:
+// a sweep needs only the numbers.
+func trimRollouts(ms []ppo.Metrics) []ppo.Metrics {
+	out := make([]ppo.Metrics, len(ms))
+	for i, m := range ms {
+		m.Rollouts = nil
+		out[i] = m
+	}
+	return out
 }
 
 // moveOffDrained gives back a draining node whose agent checkpointed the
