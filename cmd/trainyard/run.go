@@ -30,7 +30,8 @@ func newRunCmd() *cobra.Command {
 	var spec training.Spec
 	var target float64
 	var hyper []string
-	var detach bool
+	var detach, local bool
+	var ckptDir string
 	trainCmd := &cobra.Command{
 		Use:   "train --cluster NAME (--env PLUGIN | [--gpus N] -- COMMAND [ARGS...]) [flags]",
 		Short: "Submit a training run and follow it with a live progress line (--detach to only submit)",
@@ -39,9 +40,25 @@ func newRunCmd() *cobra.Command {
 			"are --workers, --envs-per-worker, --episode-length and --batch-size; other PPO hyper-parameters\n" +
 			"go through --set name=value (learning_rate, gamma, gae_lambda, epochs, hidden=64,64, ...).\n" +
 			"After --, a command is run instead as a bring-your-own trainer with --gpus GPUs and\n" +
-			"$TRAINYARD_CHECKPOINT_DIR, which is synced to S3 and restored before any restart.",
+			"$TRAINYARD_CHECKPOINT_DIR, which is synced to S3 and restored before any restart.\n" +
+			"--local trains in this process instead (no server, cluster or S3; built-in plugins or .wasm files),\n" +
+			"with the same progress line and, with -o json, the document `run show -o json` prints.",
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("target-return") {
+				spec.TargetReturn = &target
+			}
+			if local {
+				spec.Command = args
+				var err error
+				if spec.Hyperparameters, err = parseSets(hyper); err != nil {
+					return err
+				}
+				return runLocal(cmd.Context(), cf, spec, ckptDir, os.Stdout)
+			}
+			if spec.Cluster == "" {
+				return fmt.Errorf(`required flag(s) "cluster" not set (or --local to train in this process)`)
+			}
 			if len(args) > 0 {
 				spec.Algorithm, spec.Command = "command", args
 			} else if spec.Env == "" {
@@ -57,9 +74,6 @@ func newRunCmd() *cobra.Command {
 			}
 			if spec.Reward, err = pluginRef(ctx, c, spec.Reward); err != nil {
 				return err
-			}
-			if cmd.Flags().Changed("target-return") {
-				spec.TargetReturn = &target
 			}
 			if spec.Hyperparameters, err = parseSets(hyper); err != nil {
 				return err
@@ -81,7 +95,8 @@ func newRunCmd() *cobra.Command {
 	addRunSpecFlags(trainCmd.Flags(), &spec, &target, &hyper)
 	f := trainCmd.Flags()
 	f.BoolVar(&detach, "detach", false, "print the run id and return at once")
-	_ = trainCmd.MarkFlagRequired("cluster")
+	f.BoolVar(&local, "local", false, "train in this process: no server, cluster or S3 (built-in plugins or .wasm files)")
+	f.StringVar(&ckptDir, "checkpoint-dir", "", "with --local: checkpoint each segment into this directory (S3's layout); a run there continues from its newest checkpoint")
 
 	ls := &cobra.Command{
 		Use: "ls", Short: "List training runs", Args: cobra.NoArgs,

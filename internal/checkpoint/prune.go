@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/minio/minio-go/v7"
 )
 
 // Retention says which checkpoints of a run Prune keeps.
@@ -55,7 +53,7 @@ func (s *Store) Prune(ctx context.Context, run string, r Retention) ([]int64, er
 		if keep[m.Seq] {
 			continue
 		}
-		if err := s.s3.Client.RemoveObject(ctx, s.s3.Bucket, s.ManifestKey(run, m.Seq), minio.RemoveObjectOptions{}); err != nil {
+		if err := s.b.remove(ctx, s.ManifestKey(run, m.Seq)); err != nil {
 			return deleted, fmt.Errorf("prune checkpoint %s/%d: %w", run, m.Seq, err)
 		}
 		deleted = append(deleted, m.Seq)
@@ -79,9 +77,9 @@ func (s *Store) CollectGarbage(ctx context.Context, grace time.Duration) (GCStat
 	var st GCStats
 	refs := map[string]bool{}
 	runsPrefix := s.opts.Prefix + "/runs/"
-	for o := range s.s3.Client.ListObjects(ctx, s.s3.Bucket, minio.ListObjectsOptions{Prefix: runsPrefix, Recursive: true}) {
-		if o.Err != nil {
-			return st, fmt.Errorf("checkpoint gc: list manifests: %w", o.Err)
+	for o, err := range s.b.list(ctx, runsPrefix) {
+		if err != nil {
+			return st, fmt.Errorf("checkpoint gc: list manifests: %w", err)
 		}
 		parts := strings.Split(strings.TrimPrefix(o.Key, runsPrefix), "/")
 		if len(parts) != 3 || parts[2] != "manifest.json" {
@@ -103,15 +101,15 @@ func (s *Store) CollectGarbage(ctx context.Context, grace time.Duration) (GCStat
 	}
 	cutoff := time.Now().Add(-grace)
 	chunksPrefix := s.opts.Prefix + "/chunks/"
-	for o := range s.s3.Client.ListObjects(ctx, s.s3.Bucket, minio.ListObjectsOptions{Prefix: chunksPrefix, Recursive: true}) {
-		if o.Err != nil {
-			return st, fmt.Errorf("checkpoint gc: list chunks: %w", o.Err)
+	for o, err := range s.b.list(ctx, chunksPrefix) {
+		if err != nil {
+			return st, fmt.Errorf("checkpoint gc: list chunks: %w", err)
 		}
 		if refs[strings.TrimPrefix(o.Key, chunksPrefix)] || o.LastModified.After(cutoff) {
 			st.ChunksKept++
 			continue
 		}
-		if err := s.s3.Client.RemoveObject(ctx, s.s3.Bucket, o.Key, minio.RemoveObjectOptions{}); err != nil {
+		if err := s.b.remove(ctx, o.Key); err != nil {
 			return st, fmt.Errorf("checkpoint gc: delete %s: %w", o.Key, err)
 		}
 		st.ChunksDeleted++

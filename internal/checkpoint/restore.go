@@ -4,14 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
-
-	"github.com/minio/minio-go/v7"
 )
 
 // Restore writes checkpoint seq of run into dstDir, verifying every chunk's
@@ -124,14 +123,8 @@ feed:
 
 func (s *Store) fetchChunk(ctx context.Context, j restoreJob) error {
 	c := j.file.Chunks[j.index]
-	obj, err := s.s3.Client.GetObject(ctx, s.s3.Bucket, s.ChunkKey(c.SHA256), minio.GetObjectOptions{})
-	if err != nil {
-		return err
-	}
-	defer obj.Close()
-	// Read one byte past the expected size to notice a longer object.
-	b, err := io.ReadAll(io.LimitReader(obj, c.Size+1))
-	if isNoSuchKey(err) {
+	b, err := s.b.get(ctx, s.ChunkKey(c.SHA256))
+	if errors.Is(err, errNoSuchKey) {
 		return ErrMissingChunk
 	}
 	if err != nil {

@@ -1,10 +1,10 @@
 package checkpoint
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -15,8 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/minio/minio-go/v7"
 )
 
 // source is one file to checkpoint.
@@ -231,16 +229,14 @@ func (s *Store) chunkFile(ctx context.Context, r io.Reader, f *File, whole hash.
 // of the right size is taken as the right content (Restore verifies).
 func (s *Store) putChunk(ctx context.Context, sum string, b []byte) (bool, error) {
 	key := s.ChunkKey(sum)
-	info, err := s.s3.Client.StatObject(ctx, s.s3.Bucket, key, minio.StatObjectOptions{})
-	if err == nil && info.Size == int64(len(b)) {
+	size, err := s.b.size(ctx, key)
+	if err == nil && size == int64(len(b)) {
 		return false, nil
 	}
-	if err != nil && !isNoSuchKey(err) {
+	if err != nil && !errors.Is(err, errNoSuchKey) {
 		return false, fmt.Errorf("stat: %w", err)
 	}
-	_, err = s.s3.Client.PutObject(ctx, s.s3.Bucket, key, bytes.NewReader(b), int64(len(b)),
-		minio.PutObjectOptions{ContentType: "application/octet-stream"})
-	if err != nil {
+	if err := s.b.put(ctx, key, b, "application/octet-stream"); err != nil {
 		return false, fmt.Errorf("put: %w", err)
 	}
 	return true, nil

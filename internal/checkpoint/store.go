@@ -1,12 +1,10 @@
 package checkpoint
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"path"
 	"sort"
 	"strconv"
@@ -30,13 +28,15 @@ type Options struct {
 
 // Store saves and restores checkpoints in one bucket.
 type Store struct {
-	s3      *objstore.Store
+	b       blobs
 	opts    Options
 	chunker chunker
 }
 
 // New wraps an opened bucket.
-func New(s3 *objstore.Store, opts Options) *Store {
+func New(s3 *objstore.Store, opts Options) *Store { return over(s3Bucket{s3}, opts) }
+
+func over(b blobs, opts Options) *Store {
 	if opts.Prefix == "" {
 		opts.Prefix = "checkpoints"
 	}
@@ -47,7 +47,7 @@ func New(s3 *objstore.Store, opts Options) *Store {
 	if opts.Parallel <= 0 {
 		opts.Parallel = 4
 	}
-	return &Store{s3: s3, opts: opts, chunker: newChunker(opts.ChunkSize)}
+	return &Store{b: b, opts: opts, chunker: newChunker(opts.ChunkSize)}
 }
 
 // ChunkKey is the object key of a chunk.
@@ -104,13 +104,8 @@ func (s *Store) Get(ctx context.Context, run string, seq int64) (Manifest, error
 		return m, err
 	}
 	key := s.ManifestKey(run, seq)
-	obj, err := s.s3.Client.GetObject(ctx, s.s3.Bucket, key, minio.GetObjectOptions{})
-	if err != nil {
-		return m, fmt.Errorf("read checkpoint %s/%d manifest: %w", run, seq, err)
-	}
-	defer obj.Close()
-	b, err := io.ReadAll(obj)
-	if isNoSuchKey(err) {
+	b, err := s.b.get(ctx, key)
+	if errors.Is(err, errNoSuchKey) {
 		return m, fmt.Errorf("checkpoint %s/%d: %w", run, seq, ErrNotFound)
 	}
 	if err != nil {
@@ -135,9 +130,9 @@ func (s *Store) seqs(ctx context.Context, run string) ([]int64, error) {
 	}
 	var seqs []int64
 	prefix := s.runPrefix(run)
-	for o := range s.s3.Client.ListObjects(ctx, s.s3.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
-		if o.Err != nil {
-			return nil, fmt.Errorf("list checkpoints of run %s: %w", run, o.Err)
+	for o, err := range s.b.list(ctx, prefix) {
+		if err != nil {
+			return nil, fmt.Errorf("list checkpoints of run %s: %w", run, err)
 		}
 		rest := strings.TrimPrefix(o.Key, prefix)
 		dir, file := path.Split(rest)
@@ -159,9 +154,7 @@ func (s *Store) putManifest(ctx context.Context, m Manifest) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.s3.Client.PutObject(ctx, s.s3.Bucket, s.ManifestKey(m.Run, m.Seq), bytes.NewReader(b), int64(len(b)),
-		minio.PutObjectOptions{ContentType: "application/json"})
-	if err != nil {
+	if err := s.b.put(ctx, s.ManifestKey(m.Run, m.Seq), b, "application/json"); err != nil {
 		return fmt.Errorf("write checkpoint %s/%d manifest: %w", m.Run, m.Seq, err)
 	}
 	return nil

@@ -51,7 +51,7 @@ type endpoints struct {
 }
 
 type devProc struct {
-	t       *testing.T
+	t       testing.TB
 	cmd     *exec.Cmd
 	dir     string
 	ep      endpoints
@@ -64,7 +64,7 @@ type devProc struct {
 
 // startDev runs `trainyard dev` on dir with every port random (unless
 // extra flags fix them) and waits until /readyz says ready.
-func startDev(t *testing.T, dir string, extra ...string) *devProc {
+func startDev(t testing.TB, dir string, extra ...string) *devProc {
 	t.Helper()
 	os.Remove(filepath.Join(dir, "endpoints.json"))
 	logf, err := os.OpenFile(filepath.Join(t.TempDir(), "dev.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

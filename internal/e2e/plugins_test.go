@@ -213,7 +213,7 @@ func upload(t *testing.T, dev *devProc, token string, wasm []byte, out any) (int
 }
 
 // cli runs the trainyard binary against dev and returns its stdout.
-func cli(t *testing.T, dev *devProc, args ...string) string {
+func cli(t testing.TB, dev *devProc, args ...string) string {
 	t.Helper()
 	// Flags go before a "--" that ends them (a command to run).
 	i := slices.Index(args, "--")

@@ -69,7 +69,7 @@ type runView struct {
 	} `json:"live"`
 }
 
-func getRun(t *testing.T, dev *devProc, id string) runView {
+func getRun(t testing.TB, dev *devProc, id string) runView {
 	t.Helper()
 	var r runView
 	if code, _, raw := dev.call("GET", "/v1/runs/"+id, dev.admin, nil, &r); code != 200 {
@@ -79,7 +79,7 @@ func getRun(t *testing.T, dev *devProc, id string) runView {
 }
 
 // waitRun polls until cond holds, failing with the run's state after limit.
-func waitRun(t *testing.T, dev *devProc, id string, limit time.Duration, cond func(runView) bool) runView {
+func waitRun(t testing.TB, dev *devProc, id string, limit time.Duration, cond func(runView) bool) runView {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {

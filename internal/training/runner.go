@@ -86,8 +86,13 @@ type SegmentResult struct {
 // and envs in memory, so episodes continue across checkpoints; after a
 // crash or on another node it restores from S3.
 type Runner struct {
-	Plugins     *pluginhost.Runtime
-	Store       *pluginstore.Store
+	Plugins *pluginhost.Runtime
+	Store   *pluginstore.Store
+	// Modules, when set, serves the plugin modules instead of Store (a
+	// local run: the built-ins the binary carries, a .wasm file).
+	Modules ModuleSource
+	// Checkpoints is where segments checkpoint; nil keeps none (a local
+	// run without a checkpoint dir).
 	Checkpoints *checkpoint.Store
 	// IdleTTL drops learners whose run has not come back (default 30m).
 	IdleTTL time.Duration
@@ -239,7 +244,7 @@ func (r *Runner) tally(ctx context.Context, in SegmentInput, spec Spec, s *sessi
 		res.Done = spec.Reached(last)
 	}
 	res.Done = res.Done || res.Iteration >= int64(spec.Iterations)
-	if len(segment) > 0 {
+	if len(segment) > 0 && r.Checkpoints != nil {
 		seq, err := r.save(ctx, in, spec, s.learner, segment, res.MeanReturn)
 		if err != nil {
 			return false, err
@@ -288,7 +293,7 @@ func (r *Runner) open(ctx context.Context, in SegmentInput, spec Spec) (*session
 		s.env = shaped
 	}
 
-	m, err := r.Checkpoints.Latest(ctx, in.RunID)
+	m, err := r.latest(ctx, in.RunID)
 	switch {
 	case errors.Is(err, checkpoint.ErrNotFound):
 		if in.FromCheckpoint > 0 {
@@ -342,7 +347,7 @@ func checkPlugins(m checkpoint.Manifest, in SegmentInput) error {
 }
 
 func (r *Runner) load(ctx context.Context, sha string, g pluginhost.Grants) (*pluginhost.Module, error) {
-	wasm, err := r.Store.Module(ctx, sha)
+	wasm, err := r.module(ctx, sha)
 	if err != nil {
 		if errors.Is(err, pluginstore.ErrNotFound) {
 			return nil, fmt.Errorf("%w: %w", ErrFatal, err)

@@ -363,12 +363,7 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			}
 		}
 		if seg.Done {
-			p.Eval = seg.Eval
-			// A budget spent short of the target is not a success.
-			if p.Reason = spec.Missed(p.Metrics, p.BestReturn); p.Reason != "" {
-				return end("completed", nil)
-			}
-			return end("succeeded", nil)
+			return end(p.finish(spec, seg), nil)
 		}
 		if seg.Drained != "" {
 			avoid(alloc.Node)

@@ -1,0 +1,212 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// timingFields are the per-iteration metrics that measure the machine, not
+// the learning: everything else must match bit for bit.
+var timingFields = []string{"steps_per_second", "rollout_steps_per_second"}
+
+// runDoc is the part of `run show -o json` (api.Run) both paths print.
+type runDoc struct {
+	Status    string         `json:"status"`
+	StartTime time.Time      `json:"start_time"`
+	CloseTime *time.Time     `json:"close_time"`
+	Spec      map[string]any `json:"spec"`
+	Progress  struct {
+		State      string           `json:"state"`
+		Reason     string           `json:"reason"`
+		Iteration  int64            `json:"iteration"`
+		Timesteps  int64            `json:"timesteps"`
+		Checkpoint int64            `json:"checkpoint"`
+		MeanReturn float64          `json:"mean_return"`
+		BestReturn float64          `json:"best_return"`
+		Metrics    []map[string]any `json:"metrics"`
+		Eval       map[string]any   `json:"eval"`
+	} `json:"progress"`
+}
+
+// learning is a run's numbers without the timing fields.
+func (d runDoc) learning() []map[string]any {
+	out := make([]map[string]any, len(d.Progress.Metrics))
+	for i, m := range d.Progress.Metrics {
+		out[i] = map[string]any{}
+		for k, v := range m {
+			out[i][k] = v
+		}
+		for _, k := range timingFields {
+			delete(out[i], k)
+		}
+	}
+	return out
+}
+
+// runLocalCLI runs `trainyard run train --local -o json` with args and
+// returns its document, stderr and error (an exit status ≠ 0).
+func runLocalCLI(t testing.TB, args ...string) (runDoc, string, error) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"run", "train", "--local", "-o", "json"}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var doc runDoc
+	if jerr := json.Unmarshal(stdout.Bytes(), &doc); jerr != nil {
+		t.Fatalf("run train --local %s: %v; stdout %q, stderr %s", strings.Join(args, " "), jerr, stdout.String(), stderr.String())
+	}
+	return doc, stderr.String(), err
+}
+
+// runOnCluster submits the same flags to dev's cluster lab and waits for
+// the run to end; it returns `run show -o json`'s document.
+func runOnCluster(t testing.TB, dev *devProc, limit time.Duration, args ...string) runDoc {
+	t.Helper()
+	id := strings.TrimSpace(cli(t, dev, append([]string{"run", "train", "--cluster", "lab", "--detach"}, args...)...))
+	waitRun(t, dev, id, limit, func(r runView) bool { return r.Status != "running" })
+	var doc runDoc
+	if err := json.Unmarshal([]byte(cli(t, dev, "run", "show", id, "-o", "json")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// labDev starts dev with twoNodeSpec's cluster lab up.
+func labDev(t testing.TB) *devProc {
+	t.Helper()
+	dir := t.TempDir()
+	dev := startDev(t, dir)
+	cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", twoNodeSpec))
+	t.Cleanup(func() { killAgentsOf(dir) })
+	return dev
+}
+
+// sameLearning fails unless the two runs learnt exactly the same numbers.
+func sameLearning(t testing.TB, local, cluster runDoc) {
+	t.Helper()
+	for _, c := range []struct {
+		what        string
+		local, clus any
+	}{
+		{"state", local.Progress.State, cluster.Progress.State},
+		{"reason", local.Progress.Reason, cluster.Progress.Reason},
+		{"iteration", local.Progress.Iteration, cluster.Progress.Iteration},
+		{"timesteps", local.Progress.Timesteps, cluster.Progress.Timesteps},
+		{"mean return", local.Progress.MeanReturn, cluster.Progress.MeanReturn},
+		{"best return", local.Progress.BestReturn, cluster.Progress.BestReturn},
+		{"evaluation", local.Progress.Eval, cluster.Progress.Eval},
+		{"per-iteration metrics", local.learning(), cluster.learning()},
+	} {
+		if !reflect.DeepEqual(c.local, c.clus) {
+			l, _ := json.Marshal(c.local)
+			r, _ := json.Marshal(c.clus)
+			t.Fatalf("%s differs:\nlocal   %s\ncluster %s", c.what, l, r)
+		}
+	}
+}
+
+// TestLocalRunMatchesCluster: `run train --local` trains the same numbers
+// as the same spec through `trainyard dev` on a local cluster (timing
+// fields aside), prints the same document, checkpoints into a directory
+// in S3's layout, and ends like the followed run train.
+func TestLocalRunMatchesCluster(t *testing.T) {
+	spec := []string{"--env", "CartPole-v1", "--iterations", "6", "--checkpoint-every", "3", "--seed", "7"}
+	ckpt := t.TempDir()
+	local, stderr, err := runLocalCLI(t, append(spec, "--checkpoint-dir", ckpt)...)
+	if err != nil {
+		t.Fatalf("run train --local: %v\n%s", err, stderr)
+	}
+	dev := labDev(t)
+	cluster := runOnCluster(t, dev, 3*time.Minute, spec...)
+	sameLearning(t, local, cluster)
+	delete(cluster.Spec, "cluster")
+	delete(local.Spec, "cluster")
+	if !reflect.DeepEqual(local.Spec, cluster.Spec) {
+		t.Fatalf("spec differs:\nlocal   %v\ncluster %v", local.Spec, cluster.Spec)
+	}
+	if local.Status != "completed" || local.Progress.State != "succeeded" || len(local.Progress.Metrics) != 6 || local.CloseTime == nil {
+		t.Fatalf("local run: status %s state %s, %d iterations", local.Status, local.Progress.State, len(local.Progress.Metrics))
+	}
+
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		wantErr   string // last stderr line; "" for exit 0
+		wantIter  int64
+		wantCkpt  int64
+		wantState string
+	}{
+		// The directory holds checkpoints 1 and 2 (iterations 3 and 6):
+		// a run there continues from iteration 6.
+		{"checkpoints in S3's layout, resumed from the newest", append(spec[:2:2], "--iterations", "9", "--checkpoint-every", "3", "--seed", "7", "--checkpoint-dir", ckpt), "", 9, 3, "succeeded"},
+		{"budget short of the target", append(spec, "--target-return", "475"), "trainyard: run local completed: target not reached (best ", 6, 0, "completed"},
+		{"not a plugin", []string{"--env", "NoSuchEnv", "--iterations", "1"}, "trainyard: run train --local: plugin \"NoSuchEnv\": not a built-in one", 0, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.wantState == "" { // fails before training: no document
+				out, err := exec.Command(binary, append([]string{"run", "train", "--local"}, tc.args...)...).CombinedOutput()
+				var exit *exec.ExitError
+				if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.HasPrefix(string(out), tc.wantErr) || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+					t.Fatalf("got %v, output %q; want exit 1 and one line starting %q", err, out, tc.wantErr)
+				}
+				return
+			}
+			doc, stderr, err := runLocalCLI(t, tc.args...)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.HasPrefix(stderr, tc.wantErr)) {
+				t.Fatalf("exit %v, stderr %q; want %q", err, stderr, tc.wantErr)
+			}
+			if exit := (*exec.ExitError)(nil); errors.As(err, &exit) && exit.ExitCode() != 1 {
+				t.Fatalf("exit status %d, want 1", exit.ExitCode())
+			}
+			p := doc.Progress
+			if p.Iteration != tc.wantIter || p.Checkpoint != tc.wantCkpt || p.State != tc.wantState {
+				t.Fatalf("iteration %d checkpoint %d state %s; want %d, %d, %s", p.Iteration, p.Checkpoint, p.State, tc.wantIter, tc.wantCkpt, tc.wantState)
+			}
+		})
+	}
+	for seq := 1; seq <= 3; seq++ {
+		m := filepath.Join(ckpt, "checkpoints", "runs", "local", fmt.Sprintf("%010d", seq), "manifest.json")
+		if _, err := os.Stat(m); err != nil {
+			t.Fatalf("checkpoint %d: %v", seq, err)
+		}
+	}
+}
+
+// BenchmarkLocalVsCluster is `make bench`'s platform cost: the same fixed
+// work (CartPole-v1, 150 iterations, seed 7, every other knob default)
+// trained by `run train --local` and through `trainyard dev` on a local
+// cluster, side by side, with identical final metrics asserted. Reported:
+// each run's seconds from its start to its close (the API's start_time and
+// close_time: placement, plugin load, every segment and checkpoint) and
+// their ratio cluster/local.
+func BenchmarkLocalVsCluster(b *testing.B) {
+	spec := []string{"--env", "CartPole-v1", "--iterations", "150", "--seed", "7"}
+	dev := labDev(b)
+	runOnCluster(b, dev, 5*time.Minute, "--env", "CartPole-v1", "--iterations", "1") // agent warm, plugin compiled
+	var localS, clusterS float64
+	for range b.N {
+		local, stderr, err := runLocalCLI(b, spec...)
+		if err != nil {
+			b.Fatalf("run train --local: %v\n%s", err, stderr)
+		}
+		cluster := runOnCluster(b, dev, 10*time.Minute, spec...)
+		sameLearning(b, local, cluster)
+		localS += local.CloseTime.Sub(local.StartTime).Seconds()
+		clusterS += cluster.CloseTime.Sub(cluster.StartTime).Seconds()
+	}
+	n := float64(b.N)
+	b.ReportMetric(localS/n, "local-s")
+	b.ReportMetric(clusterS/n, "cluster-s")
+	b.ReportMetric(localS/n/150*1000, "local-ms/iter")
+	b.ReportMetric(clusterS/n/150*1000, "cluster-ms/iter")
+	b.ReportMetric(clusterS/localS, "cluster/local")
+}
