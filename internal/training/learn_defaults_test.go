@@ -1,0 +1,105 @@
+//go:build !race
+
+// Learning tests, compiled out under -race like internal/ppo's (minutes
+// with the race detector); `make test` runs them first without -race
+// (mk/ppo.mk, target ppo-learn).
+
+package training
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/sdk/go/envs/cartpole"
+	"github.com/trainyard/trainyard/sdk/go/envs/native"
+	"github.com/trainyard/trainyard/sdk/go/envs/pendulum"
+)
+
+// TestLearnDefaults trains with nothing but a run's defaults (Spec
+// WithDefaults, then PPOConfig: the tuned config for the env, 1 worker,
+// 8 envs) and checks that every seed reaches the env's target by the
+// criterion a run stops on (the mean return of the last 100 training
+// episodes, over at least minEpisodesForTarget of them) within the budget.
+// Seeds 0..2 by default (about 2 minutes on 2 cores);
+// TRAINYARD_LEARN_SEEDS=0-9 (make ppo-learn-seeds) runs more. Native envs stand in for the plugins (same dynamics).
+func TestLearnDefaults(t *testing.T) {
+	lo, hi := learnSeeds(t)
+	for _, tc := range []struct {
+		env    string
+		target float64
+		budget int64
+	}{
+		// Gymnasium's reward threshold; rl-baselines3-zoo solves it with
+		// PPO by 100k steps.
+		{cartpole.Name, 475, 150_000},
+		// No Gymnasium threshold; internal/ppo's TestLearnPendulumToMinus200
+		// uses −200. Seeds 0..9 take 192k–246k steps.
+		{pendulum.Name, -200, 300_000},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			for seed := lo; seed <= hi; seed++ {
+				t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+					t.Parallel()
+					steps, m := trainDefaults(t, tc.env, seed, tc.target, tc.budget)
+					if steps < 0 {
+						t.Fatalf("%s seed %d: the last-100 mean did not reach %v within %d env steps (last iteration: return %.1f over %d episodes, entropy %.3f)",
+							tc.env, seed, tc.target, tc.budget, m.RecentReturnMean, m.RecentEpisodes, m.Entropy)
+					}
+					t.Logf("%s seed %d: last-100 mean %.1f after %d env steps", tc.env, seed, m.RecentReturnMean, steps)
+				})
+			}
+		})
+	}
+}
+
+// trainDefaults returns the env steps after which the run's target
+// criterion held, or -1 once budget steps are spent, and the last metrics.
+func trainDefaults(t *testing.T, env string, seed uint64, target float64, budget int64) (int64, ppo.Metrics) {
+	spec := Spec{Cluster: "test", Env: env, Seed: seed, TargetReturn: &target}.WithDefaults()
+	cfg, err := spec.PPOConfig(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	venv, err := native.New(env, spec.NumEnvs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ppo.New(venv, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m ppo.Metrics
+	for m.Timesteps < budget && m.Iteration < int64(spec.Iterations) {
+		if m, err = l.Iterate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if m.RecentEpisodes >= minEpisodesForTarget && m.RecentReturnMean >= *spec.TargetReturn {
+			return m.Timesteps, m
+		}
+	}
+	return -1, m
+}
+
+// learnSeeds reads TRAINYARD_LEARN_SEEDS ("0-9", "3"); default 0-2.
+func learnSeeds(t *testing.T) (lo, hi uint64) {
+	s := os.Getenv("TRAINYARD_LEARN_SEEDS")
+	if s == "" {
+		return 0, 2
+	}
+	a, b, ok := strings.Cut(s, "-")
+	if !ok {
+		b = a
+	}
+	var err1, err2 error
+	lo, err1 = strconv.ParseUint(a, 10, 64)
+	hi, err2 = strconv.ParseUint(b, 10, 64)
+	if err1 != nil || err2 != nil || lo > hi {
+		t.Fatalf("TRAINYARD_LEARN_SEEDS=%q: want N or N-M", s)
+	}
+	return lo, hi
+}
