@@ -84,6 +84,7 @@ func New(d Deps) *Server {
 	s.registerPolicies()
 	s.registerRuns()
 	s.registerWorkJobs()
+	s.registerLogs()
 	s.registerUsage()
 	s.registerSelfplay()
 	s.registerSelfplayOps()

@@ -70,10 +70,15 @@ func Register(w worker.Registry, d Deps) {
 
 // RegisterAgent adds what a node agent executes to its worker (polling the
 // node's own task queue, cluster.NodeQueue); job processes start in dir.
-// runner trains runs placed on the node; nil when the agent has no S3.
+// runner trains runs placed on the node, and its bucket keeps job
+// processes' output (logs/); nil when the agent has no S3.
 // drains is the agent's drain switch, thrown by its cluster's drain-node.
 func RegisterAgent(w worker.Registry, dir string, runner *training.Runner, drains *drain.Signal) {
-	w.RegisterActivity(&job.AgentActivities{Dir: dir})
+	jobs := &job.AgentActivities{Dir: dir}
+	if runner != nil {
+		jobs.Logs = runner.Objects
+	}
+	w.RegisterActivity(jobs)
 	w.RegisterActivity(&cluster.AgentActivities{Drain: drains})
 	if runner != nil {
 		w.RegisterActivity(&train.AgentActivities{Runner: runner, Dir: dir})

@@ -117,7 +117,7 @@ func newJobCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(submit, show)
+	cmd.AddCommand(submit, show, newJobLogsCmd(cf))
 	return cmd
 }
 

@@ -144,13 +144,16 @@ func newRunCmd() *cobra.Command {
 	}
 
 	logs := &cobra.Command{
-		Use: "logs ID", Short: "A run's log: one line per iteration and event (-f follows)", Args: cobra.ExactArgs(1),
+		Use: "logs ID", Short: "A run's log: one line per iteration and event, or a command run's output (-f follows)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client()
 			if err != nil {
 				return err
 			}
 			follow, _ := cmd.Flags().GetBool("follow")
+			if r, err := getRun(cmd.Context(), c, args[0]); err == nil && r.Spec.Algorithm == training.AlgorithmCommand {
+				return commandRunLogs(cmd.Context(), c, args[0], follow)
+			}
 			seen := 0
 			for {
 				var out struct {

@@ -160,11 +160,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, co
 		return fmt.Errorf("%s %s: read response: %w", method, path, err)
 	}
 	if resp.StatusCode >= 400 {
-		p := &Problem{}
-		if json.Unmarshal(raw, p) != nil || p.Status == 0 {
-			p = &Problem{Status: resp.StatusCode, Title: http.StatusText(resp.StatusCode), Detail: strings.TrimSpace(string(raw))}
-		}
-		return p
+		return problem(resp.StatusCode, raw)
 	}
 	switch o := out.(type) {
 	case nil:
@@ -178,4 +174,40 @@ func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, co
 		}
 		return nil
 	}
+}
+
+// problem is an error answer as a *Problem, whether or not it is one.
+func problem(status int, raw []byte) *Problem {
+	p := &Problem{}
+	if json.Unmarshal(raw, p) != nil || p.Status == 0 {
+		p = &Problem{Status: status, Title: http.StatusText(status), Detail: strings.TrimSpace(string(raw))}
+	}
+	return p
+}
+
+// Stream GETs path and copies the answer to w as it arrives, with no
+// overall timeout: a followed log lasts as long as its job.
+func (c *Client) Stream(ctx context.Context, path string, w io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+path, nil)
+	if err != nil {
+		return err
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	h := *c.HTTP
+	h.Timeout = 0
+	resp, err := h.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the Trainyard API at %s: %w (is `trainyard dev` running? set --url or TRAINYARD_URL)", c.BaseURL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return problem(resp.StatusCode, raw)
+	}
+	if _, err := io.Copy(w, resp.Body); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("GET %s: %w", path, err)
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -29,6 +30,9 @@ type CommandInput struct {
 	GPUs  []int    `json:"gpus"`
 	Dir   string   `json:"-"`
 	Env   []string `json:"-"`
+	// Log, when set, also gets everything the trainer prints (its log in
+	// S3: internal/logstream).
+	Log io.Writer `json:"-"`
 }
 
 // CommandStatus is a trainer's heartbeat and result.
@@ -80,7 +84,8 @@ func (r *Runner) RunCommand(ctx context.Context, in CommandInput, beat func(Comm
 	// Before start: a trainer that writes at once must still be synced.
 	last, _ := fingerprint(dir)
 	out := &procenv.Tail{Max: 16 << 10}
-	p, err := procenv.Start(procenv.Command{Path: path, Args: spec.Command[1:], Env: env, Dir: filepath.Dir(dir), Stdout: out, Stderr: out})
+	stdout := in.output(out)
+	p, err := procenv.Start(procenv.Command{Path: path, Args: spec.Command[1:], Env: env, Dir: filepath.Dir(dir), Stdout: stdout, Stderr: stdout})
 	if err != nil {
 		return st, fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err)
 	}

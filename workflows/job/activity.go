@@ -14,6 +14,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/trainyard/trainyard/internal/agent/procenv"
+	"github.com/trainyard/trainyard/internal/logstream"
+	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/policy"
 	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/workflows/cluster"
@@ -98,6 +100,9 @@ func (a *Activities) admit(ctx context.Context, in AllocateInput) (string, error
 type AgentActivities struct {
 	// Dir is where job processes start.
 	Dir string
+	// Logs is the bucket a process's output streams to as it runs
+	// (internal/logstream); nil keeps only the tail in the result.
+	Logs *objstore.Store
 }
 
 // ProcessInput is one process with its GPUs.
@@ -105,6 +110,9 @@ type ProcessInput struct {
 	Command []string          `json:"command"`
 	Env     map[string]string `json:"env,omitempty"`
 	GPUs    []int             `json:"gpus"`
+	// Instance is which of the job's instances this is (its log:
+	// logstream.JobPrefix).
+	Instance int `json:"instance,omitempty"`
 }
 
 // RunProcess runs the command in its own process group with a minimal
@@ -123,7 +131,10 @@ func (a *AgentActivities) RunProcess(ctx context.Context, in ProcessInput) (Resu
 		return Result{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("command %q: %v", in.Command[0], err), ErrProcessFailed, err)
 	}
 	out := &procenv.Tail{Max: 8 << 10}
-	p, err := procenv.Start(procenv.Command{Path: path, Args: in.Command[1:], Env: env, Dir: a.Dir, Stdout: out, Stderr: out})
+	info := activity.GetInfo(ctx)
+	stdout, closeLog := logstream.Tee(ctx, a.Logs, logstream.JobPrefix(info.WorkflowExecution.ID, in.Instance), info.ActivityID, out, activity.GetLogger(ctx))
+	defer closeLog()
+	p, err := procenv.Start(procenv.Command{Path: path, Args: in.Command[1:], Env: env, Dir: a.Dir, Stdout: stdout, Stderr: stdout})
 	if err != nil {
 		return Result{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrProcessFailed, err)
 	}

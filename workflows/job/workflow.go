@@ -153,6 +153,7 @@ func runGang(ctx workflow.Context, in Input, id string, alloc cluster.Allocation
 	futures := make([]workflow.Future, len(alloc.Assignments))
 	for i, a := range alloc.Assignments {
 		proc := instanceProcess(in, a)
+		proc.Instance = i // its log: logs/jobs/<id>/<i>/
 		p.Instances[i] = Instance{Assigned: a, State: "running", MaxConcurrency: in.Work.Role(a.Role).MaxConcurrency}
 		futures[i] = workflow.ExecuteActivity(onNode(gctx, a.Queue), (*AgentActivities).RunProcess, proc)
 	}

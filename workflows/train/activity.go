@@ -3,12 +3,14 @@ package train
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/trainyard/trainyard/internal/logstream"
 	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/training"
 )
@@ -24,6 +26,9 @@ type AgentActivities struct {
 // and newest synced checkpoint.
 func (a *AgentActivities) RunCommand(ctx context.Context, in training.CommandInput) (training.CommandStatus, error) {
 	in.Dir, in.Env = a.Dir, os.Environ()
+	var stopLog func()
+	in.Log, stopLog = logstream.Tee(ctx, a.Runner.Objects, logstream.RunPrefix(in.RunID), activity.GetInfo(ctx).ActivityID, io.Discard, activity.GetLogger(ctx))
+	defer stopLog()
 	activity.RecordHeartbeat(ctx)
 	st, err := a.Runner.RunCommand(ctx, in, func(st training.CommandStatus) { activity.RecordHeartbeat(ctx, st) })
 	if err != nil && errors.Is(err, training.ErrFatal) {
