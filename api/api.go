@@ -83,6 +83,7 @@ func New(d Deps) *Server {
 	s.registerQueue()
 	s.registerPolicies()
 	s.registerRuns()
+	s.registerScalars()
 	s.registerWorkJobs()
 	s.registerLogs()
 	s.registerUsage()

@@ -24,7 +24,7 @@ import (
 
 func newRunCmd() *cobra.Command {
 	cf := &clientFlags{}
-	cmd := &cobra.Command{Use: "run", Short: "Training runs: train, ls, show, logs, pause, resume, cancel, checkpoints, download"}
+	cmd := &cobra.Command{Use: "run", Short: "Training runs: train, ls, show, logs, pause, resume, cancel, checkpoints, download, scalars, tensorboard"}
 	addClientFlags(cmd, cf)
 
 	var spec training.Spec
@@ -286,6 +286,7 @@ func newRunCmd() *cobra.Command {
 
 	cmd.AddCommand(trainCmd, ls, show, logs, verb("pause", "Pause a run at its next checkpoint"),
 		verb("resume", "Resume a paused run"), verb("cancel", "Cancel a run (its checkpoints stay)"), ckpts, download)
+	cmd.AddCommand(curveCmds(cf, "ID", "a run", func(id string) (string, error) { return "/v1/runs/" + url.PathEscape(id), nil })...)
 	return cmd
 }
 

@@ -189,6 +189,7 @@ func newSelfplayCmd() *cobra.Command {
 	board.Flags().BoolVar(&history, "history", false, "also print the match history")
 
 	cmd.AddCommand(start, ls, show, stop, board, newScheduleCmd(cf), newIdleCmd(cf), newPopulateCmd(cf))
+	cmd.AddCommand(curveCmds(cf, "CLUSTER/CONFIG", "a loop", loopPath)...)
 	addSelfplayOpsCmds(cmd, cf)
 	return cmd
 }

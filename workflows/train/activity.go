@@ -119,13 +119,20 @@ func (a *AgentActivities) segment(ctx context.Context, in training.SegmentInput,
 		}
 	}()
 	sctx, tel := startSegment(ctx, in) // the segment's span and metrics (telemetry.go)
+	stamps := &training.Stamps{}
 	res, err := run(sctx, in, func(m ppo.Metrics) {
+		stamps.Saw(m)
 		tel.iteration(sctx, m)
 		select {
 		case beat <- m:
 		default:
 		}
 	})
+	if err == nil {
+		// The curves (TensorBoard, CSV) after the checkpoint: a failure
+		// loses the segment, whose redo writes them again.
+		err = a.Runner.WriteScalars(sctx, in.RunID, res.Metrics, stamps)
+	}
 	tel.end(res, err)
 	if err != nil && errors.Is(err, training.ErrFatal) {
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTrainingFailed, err)
