@@ -16,8 +16,9 @@ ppo-learn:
 ppo-learn-seeds:
 	TRAINYARD_LEARN_SEEDS=0-9 $(GO) test -count=1 -v -run '^TestLearnDefaults$$' -timeout 30m ./internal/training/
 
-# Rollout throughput, time to CartPole 475, env and network kernels.
-ppo-bench:
+# Rollout throughput, time to CartPole 475, env and network kernels (the
+# WASM rollout benchmarks need the compiled plugins: `plugins`).
+ppo-bench: plugins
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/ppo/ ./internal/nn/
 	cd sdk/go && $(GO) test -run '^$$' -bench . -benchmem ./envs/...
 
