@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
@@ -43,7 +44,7 @@ type submitSweepInput struct {
 type sweepRefOutput struct {
 	Body struct {
 		ID     string   `json:"id"`
-		Trials []string `json:"trials" doc:"Run ids of the trials, in grid order (GET /v1/runs/{id} once started)."`
+		Trials []string `json:"trials" doc:"Run ids of the trials, in trial order (GET /v1/runs/{id} once started)."`
 	}
 }
 
@@ -61,7 +62,7 @@ type listSweepsOutput struct {
 
 func (s *Server) registerSweeps() {
 	submit := op(http.MethodPost, "/v1/sweeps", "submit-sweep",
-		"Start a hyper-parameter sweep: a grid of training runs (child workflows), at most max_concurrent at once, fractional GPUs shared", auth.Operator, "sweeps")
+		"Start a hyper-parameter sweep: a grid or a random search of training runs (child workflows), at most max_concurrent at once, weak trials stopped early by ASHA or the median rule, fractional GPUs shared", auth.Operator, "sweeps")
 	submit.DefaultStatus = http.StatusCreated
 	huma.Register(s.API, submit, func(ctx context.Context, in *submitSweepInput) (*sweepRefOutput, error) {
 		spec := in.Body
@@ -84,7 +85,10 @@ func (s *Server) registerSweeps() {
 			reward = rec.ID
 			ids = append(ids, rec.ID)
 		}
-		spec.Grid = sweep.Normalize(spec.Grid, env.Metadata.Name)
+		spec = spec.Normalized(env.Metadata.Name)
+		if spec.Search == sweep.SearchRandom && spec.SearchSeed == 0 {
+			spec.SearchSeed = rand.Uint64() | 1 // recorded in the spec: the workflow draws the same trials
+		}
 		if err := sweep.ValidateTrials(spec, env.Metadata.Name); err != nil {
 			return nil, fieldErrors("invalid sweep", err)
 		}
@@ -97,18 +101,18 @@ func (s *Server) registerSweeps() {
 				&huma.ErrorDetail{Location: "body.gpus_per_trial", Message: "no node of the cluster has a GPU to share", Value: spec.GPUsPerTrial})
 		}
 		id := sweep.IDPrefix + uuid.NewString()
-		params := sweep.Expand(spec.Grid)
+		params := sweep.Trials(spec)
 		out := &sweepRefOutput{}
 		out.Body.ID = id
 		// Every trial is a submission: admitted, and placeable on an empty
 		// cluster, before the sweep starts (a denial names the trial).
 		for i, p := range params {
 			trialID := sweep.TrialID(id, i+1, len(params))
-			ts, err := sweep.TrialSpec(spec.Run, p)
+			ts, err := spec.TrialSpec(p)
 			if err != nil {
 				return nil, fieldErrors("invalid sweep", err)
 			}
-			ws := sweep.WithGPUs(ts, spec.GPUsPerTrial).TrainerWork(trialID, workspec.KindSweepTrial)
+			ws := ts.TrainerWork(trialID, workspec.KindSweepTrial)
 			if err := s.preflight(ctx, st, trialID, "trial "+p.String(), "body.run", ws); err != nil {
 				return nil, err
 			}
@@ -138,7 +142,7 @@ func (s *Server) registerSweeps() {
 		})
 
 	huma.Register(s.API, op(http.MethodGet, "/v1/sweeps/{id}", "get-sweep",
-		"A sweep's results table: one row per trial (params, state, node, GPUs, final mean return, checkpoint) and the best trial", auth.Viewer, "sweeps"),
+		"A sweep's results table: one row per trial (params, state, node, GPUs, final mean return, where a stopped trial stopped, checkpoint), the best trial and the ranking", auth.Viewer, "sweeps"),
 		func(ctx context.Context, in *sweepIDInput) (*sweepOutput, error) {
 			sw, err := s.getSweep(ctx, in.ID)
 			if err != nil {
