@@ -21,9 +21,12 @@ type sweepView struct {
 		State string `json:"state"`
 		Best  int    `json:"best"`
 		// Succeeded and friends are the table's tallies.
-		Succeeded int `json:"succeeded"`
-		Running   int `json:"running"`
-		Failed    int `json:"failed"`
+		Succeeded int   `json:"succeeded"`
+		Completed int   `json:"completed"`
+		Stopped   int   `json:"stopped"`
+		Running   int   `json:"running"`
+		Failed    int   `json:"failed"`
+		Ranking   []int `json:"ranking"`
 		Trials    []struct {
 			Index      int            `json:"index"`
 			RunID      string         `json:"run_id"`
@@ -32,6 +35,7 @@ type sweepView struct {
 			Node       string         `json:"node"`
 			GPUs       []int          `json:"gpus"`
 			Iteration  int64          `json:"iteration"`
+			StoppedAt  int64          `json:"stopped_at"`
 			MeanReturn float64        `json:"mean_return"`
 			Reason     string         `json:"reason"`
 			Error      string         `json:"error"`
