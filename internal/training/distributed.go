@@ -254,7 +254,7 @@ func (r *Runner) RunDistributedSegment(ctx context.Context, in SegmentInput, pro
 			break
 		}
 	}
-	saved, err := r.tally(ctx, in, spec, s, &res, segment)
+	saved, err := r.tally(ctx, in, spec, s, &res, segment, nil)
 	if err != nil {
 		return res, err
 	}

@@ -119,9 +119,13 @@ type session struct {
 	// version it last published (-1: none yet).
 	gen       string
 	published int64
+	// ahead trains the next segment's first iterations while a
+	// checkpoint uploads (ahead.go).
+	ahead *runAhead
 }
 
 func (s *session) close() {
+	s.join()
 	if c, ok := s.env.(io.Closer); ok {
 		_ = c.Close()
 	}
@@ -190,30 +194,43 @@ func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(
 	}()
 
 	var segment []ppo.Metrics
-	for range in.Iterations {
-		it, _ := s.learner.Counters()
-		if it >= int64(spec.Iterations) {
-			break
+	ahead := s.join() // trained while the previous checkpoint uploaded
+	for i := 0; i < in.Iterations || i < len(ahead); i++ {
+		var st step
+		if i < len(ahead) {
+			st = ahead[i]
+		} else {
+			it, _ := s.learner.Counters()
+			if it >= int64(spec.Iterations) {
+				break
+			}
+			if res.Drained = r.Drain.Reason(); res.Drained != "" {
+				break
+			}
+			st = s.step(ctx)
 		}
-		if res.Drained = r.Drain.Reason(); res.Drained != "" {
-			break
-		}
-		m, err := s.learner.Iterate(ctx)
 		if s.penv != nil { // the iteration's plugin calls as one span under the segment's
-			pluginhost.RecordSteps(ctx, s.penv.TakeStepStats(), attribute.Int64("trainyard.training.iteration", it+1))
+			pluginhost.RecordSteps(ctx, st.calls, attribute.Int64("trainyard.training.iteration", st.iteration))
 		}
-		if err != nil {
-			return res, fmt.Errorf("run %s iteration %d: %w", in.RunID, it+1, classify(err))
+		if st.err != nil {
+			return res, fmt.Errorf("run %s iteration %d: %w", in.RunID, st.iteration, classify(st.err))
 		}
-		segment = append(segment, m)
+		segment = append(segment, st.m)
 		if progress != nil {
-			progress(m)
+			progress(st.m)
 		}
-		if spec.Reached(m) {
+		if spec.Reached(st.m) {
 			break
 		}
 	}
-	if _, err := r.tally(ctx, in, spec, s, &res, segment); err != nil {
+	// Once the checkpoint's bytes are taken, the next segment's iterations
+	// train while they upload.
+	next := func() {
+		if !res.Done && res.Drained == "" {
+			s.startAhead(r, spec, in.Iterations)
+		}
+	}
+	if _, err := r.tally(ctx, in, spec, s, &res, segment, next); err != nil {
 		return res, err
 	}
 	if res.Done {
@@ -235,7 +252,9 @@ func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(
 // tally closes a segment's result (its metrics, the counters, whether the
 // run is done) and saves the checkpoint that ends it when it ran any
 // iteration (saved is then true); res.Checkpoint is the latest either way.
-func (r *Runner) tally(ctx context.Context, in SegmentInput, spec Spec, s *session, res *SegmentResult, segment []ppo.Metrics) (saved bool, err error) {
+// uploading, when set, is called once the learner's state is taken and
+// before it uploads: the learner is free from then on.
+func (r *Runner) tally(ctx context.Context, in SegmentInput, spec Spec, s *session, res *SegmentResult, segment []ppo.Metrics, uploading func()) (saved bool, err error) {
 	res.Metrics = append(res.Metrics, segment...)
 	res.Iteration, res.Timesteps = s.learner.Counters()
 	if n := len(res.Metrics); n > 0 {
@@ -245,7 +264,7 @@ func (r *Runner) tally(ctx context.Context, in SegmentInput, spec Spec, s *sessi
 	}
 	res.Done = res.Done || res.Iteration >= int64(spec.Iterations)
 	if len(segment) > 0 && r.Checkpoints != nil {
-		seq, err := r.save(ctx, in, spec, s.learner, segment, res.MeanReturn)
+		seq, err := r.save(ctx, in, spec, s.learner, segment, res.MeanReturn, uploading)
 		if err != nil {
 			return false, err
 		}
@@ -402,10 +421,14 @@ func (r *Runner) readFiles(ctx context.Context, m checkpoint.Manifest, names ...
 
 // save writes the learner's whole state, the spec and the segment's
 // metrics as one checkpoint (manifest last), then applies retention.
-func (r *Runner) save(ctx context.Context, in SegmentInput, spec Spec, l *ppo.Learner, segment []ppo.Metrics, meanReturn float64) (int64, error) {
+func (r *Runner) save(ctx context.Context, in SegmentInput, spec Spec, l *ppo.Learner, segment []ppo.Metrics, meanReturn float64, uploading func()) (int64, error) {
 	var ckpt bytes.Buffer
 	if err := l.Save(&ckpt); err != nil {
 		return 0, err
+	}
+	it, ts := l.Counters()
+	if uploading != nil {
+		uploading()
 	}
 	specJSON, _ := json.MarshalIndent(struct {
 		Spec         Spec   `json:"spec"`
@@ -416,7 +439,6 @@ func (r *Runner) save(ctx context.Context, in SegmentInput, spec Spec, l *ppo.Le
 		segment = []ppo.Metrics{}
 	}
 	metricsJSON, _ := json.Marshal(segment)
-	it, ts := l.Counters()
 	m, _, err := r.Checkpoints.Save(ctx, in.RunID, map[string]io.Reader{
 		FileLearner: &ckpt, FileSpec: bytes.NewReader(specJSON), FileMetrics: bytes.NewReader(metricsJSON),
 	}, checkpoint.Meta{
