@@ -155,9 +155,7 @@ type result struct {
 
 // Decision is the outcome of a trial's report that stops it.
 type Decision struct {
-	Iteration int64   // the rung (asha) or iteration (median) it stopped at
-	Value     float64 // its value there (median: its best so far)
-	Bar       float64 // the cutoff (asha) or median it fell short of
+	Iteration int64 // the rung (asha) or iteration (median) it stopped at
 	Reason    string
 }
 
@@ -176,12 +174,20 @@ func newStopper(s Scheduler) *stopper {
 	return st
 }
 
-// better says whether a beats b in the scheduler's mode.
-func (st *stopper) better(a, b float64) bool {
-	if st.s.Mode == "min" {
+// better says whether a beats b in mode (max unless "min").
+func better(mode string, a, b float64) bool {
+	if mode == "min" {
 		return a < b
 	}
 	return a > b
+}
+
+// short is how a reason says a value falls short of a bar in mode.
+func short(mode string) string {
+	if mode == "min" {
+		return ">"
+	}
+	return "<"
 }
 
 // observe records trial's new iterations (older or repeated ones, as a
@@ -238,15 +244,11 @@ func (st *stopper) asha(trial int, it int64, v float64) (Decision, bool) {
 			q = 1 / st.s.ReductionFactor
 		}
 		cut := percentile(vals, q)
-		if !st.better(cut, v) {
+		if !better(st.s.Mode, cut, v) {
 			return Decision{}, false
 		}
-		op := "<"
-		if st.s.Mode == "min" {
-			op = ">"
-		}
-		return Decision{Iteration: st.ms[k], Value: v, Bar: cut, Reason: fmt.Sprintf("stopped by asha at rung %d (%s %s %s cutoff %s of %d trials)",
-			st.ms[k], st.s.Metric, num(v), op, num(cut), len(vals))}, true
+		return Decision{Iteration: st.ms[k], Reason: fmt.Sprintf("stopped by asha at rung %d (%s %s %s cutoff %s of %d trials)",
+			st.ms[k], st.s.Metric, num(v), short(st.s.Mode), num(cut), len(vals))}, true
 	}
 	return Decision{}, false
 }
@@ -278,20 +280,16 @@ func (st *stopper) median(trial int, it int64) (Decision, bool) {
 	}
 	best := math.NaN()
 	for _, r := range st.seen[trial] {
-		if math.IsNaN(best) || st.better(r.value, best) {
+		if math.IsNaN(best) || better(st.s.Mode, r.value, best) {
 			best = r.value
 		}
 	}
 	med := percentile(means, 0.5)
-	if !st.better(med, best) {
+	if !better(st.s.Mode, med, best) {
 		return Decision{}, false
 	}
-	op := "<"
-	if st.s.Mode == "min" {
-		op = ">"
-	}
-	return Decision{Iteration: it, Value: best, Bar: med, Reason: fmt.Sprintf("stopped by median at iteration %d (best %s %s %s median %s of %d trials)",
-		it, st.s.Metric, num(best), op, num(med), len(means))}, true
+	return Decision{Iteration: it, Reason: fmt.Sprintf("stopped by median at iteration %d (best %s %s %s median %s of %d trials)",
+		it, st.s.Metric, num(best), short(st.s.Mode), num(med), len(means))}, true
 }
 
 // percentile is numpy's default (linear interpolation) q-quantile of vs,

@@ -161,15 +161,12 @@ func validateSearch(spec SweepSpec) []*training.FieldError {
 			errs = append(errs, &training.FieldError{Field: "grid." + k, Reason: "needs at least one value"})
 		}
 	}
-	n := Size(spec.Grid)
+	n, field := Size(spec.Grid), "grid"
 	if spec.Search == SearchRandom {
-		n = max(1, n) * spec.NumSamples
+		n, field = max(1, n)*min(spec.NumSamples, MaxTrials+1), "num_samples"
 	}
 	if n > MaxTrials {
-		errs = append(errs, &training.FieldError{Field: "grid", Reason: fmt.Sprintf("expands to %d trials; at most %d", n, MaxTrials)})
-		if spec.Search == SearchRandom {
-			errs[len(errs)-1].Field = "num_samples"
-		}
+		errs = append(errs, &training.FieldError{Field: field, Reason: fmt.Sprintf("expands to %d trials; at most %d", n, MaxTrials)})
 	}
 	return errs
 }

@@ -132,14 +132,6 @@ func (p *Results) value(t Trial) float64 {
 	return t.Metric
 }
 
-// better says whether a beats b in the table's mode.
-func (p *Results) better(a, b float64) bool {
-	if p.Mode == "min" {
-		return a < b
-	}
-	return a > b
-}
-
 // Tally recounts the states, picks the best trial and ranks them all.
 func (p *Results) Tally() {
 	p.Pending, p.Running, p.Succeeded, p.Completed, p.Stopped, p.Failed, p.Cancelled, p.Best = 0, 0, 0, 0, 0, 0, 0, 0
@@ -153,7 +145,7 @@ func (p *Results) Tally() {
 			} else {
 				p.Completed++
 			}
-			if p.Best == 0 || p.better(p.value(t), p.value(p.Trials[p.Best-1])) {
+			if p.Best == 0 || better(p.Mode, p.value(t), p.value(p.Trials[p.Best-1])) {
 				p.Best = t.Index
 			}
 		case "stopped":
@@ -191,9 +183,9 @@ func (p *Results) rank() []int {
 			return ga - gb
 		case ga == 1 && a.StoppedAt != b.StoppedAt:
 			return cmp.Compare(b.StoppedAt, a.StoppedAt)
-		case ga < 2 && p.better(p.value(a), p.value(b)):
+		case ga < 2 && better(p.Mode, p.value(a), p.value(b)):
 			return -1
-		case ga < 2 && p.better(p.value(b), p.value(a)):
+		case ga < 2 && better(p.Mode, p.value(b), p.value(a)):
 			return 1
 		}
 		return a.Index - b.Index
