@@ -22,6 +22,7 @@ import (
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/internal/scalars"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/internal/workspec"
 	"github.com/trainyard/trainyard/workflows/train"
@@ -48,7 +49,9 @@ type Run struct {
 	Live *ppo.Metrics `json:"live,omitempty"`
 	// LiveOutput is a command trainer's recent output while it runs.
 	LiveOutput string `json:"live_output,omitempty"`
-	Error      string `json:"error,omitempty" doc:"Why the run failed, once failed."`
+	// Scalars: what a command trainer reported (TRAINYARD_SCALAR lines).
+	Scalars map[string]scalars.ScalarPoint `json:"scalars,omitempty" doc:"Command runs: each tag's newest value the trainer reported (TRAINYARD_SCALAR lines; the whole curves: GET /v1/runs/{id}/scalars)."`
+	Error   string                         `json:"error,omitempty" doc:"Why the run failed, once failed."`
 }
 
 // CheckpointInfo is one stored checkpoint.
@@ -383,6 +386,9 @@ func (s *Server) getRun(ctx context.Context, id string) (Run, error) {
 	}
 	if in, err := s.runInput(ctx, id); err == nil {
 		r.Spec, r.Name, r.Cluster, r.Env = in.Spec, in.Spec.Name, in.Spec.Cluster, in.Spec.Env
+	}
+	if r.Spec.Algorithm == training.AlgorithmCommand {
+		r.Scalars = s.latestScalars(ctx, id)
 	}
 	return r, nil
 }

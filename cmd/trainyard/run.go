@@ -340,6 +340,7 @@ func runTable(w *tabwriter.Writer, r api.Run) {
 		m := p.Metrics[n-1]
 		fmt.Fprintf(w, "last iteration\tsteps/s %.0f  policy loss %.4f  value loss %.4f  kl %.5f  entropy %.4f\n", m.StepsPerSecond, m.PolicyLoss, m.ValueLoss, m.ApproxKL, m.Entropy)
 	}
+	scalarsRows(w, r.Scalars)
 	for _, rs := range p.Restores {
 		fmt.Fprintf(w, "restored\tfrom checkpoint %d at iteration %d\n", rs.Checkpoint, rs.Iteration)
 	}

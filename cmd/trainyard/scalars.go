@@ -2,12 +2,13 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -38,16 +39,20 @@ func curveCmds(cf *clientFlags, arg, what string, path func(id string) (string, 
 			if err != nil {
 				return err
 			}
+			var out api.Scalars
+			if err := c.JSON(cmd.Context(), http.MethodGet, p+"/scalars", nil, &out); err != nil {
+				return err
+			}
+			if asCSV && len(out.Tags) == 0 { // no metrics.csv yet
+				_, err := fmt.Fprintln(os.Stdout, "step,wall_time")
+				return err
+			}
 			if asCSV {
 				var b []byte
 				if err := c.Do(cmd.Context(), http.MethodGet, p+"/tensorboard/"+scalars.CSVName, nil, "", &b); err != nil {
 					return err
 				}
 				_, err := os.Stdout.Write(b)
-				return err
-			}
-			var out api.Scalars
-			if err := c.JSON(cmd.Context(), http.MethodGet, p+"/scalars", nil, &out); err != nil {
 				return err
 			}
 			return cf.print(os.Stdout, out, func(w *tabwriter.Writer) { scalarsTable(w, out) })
@@ -128,11 +133,7 @@ func writeAtomic(name string, b []byte) error {
 }
 
 func scalarsTable(w *tabwriter.Writer, s api.Scalars) {
-	tags := make([]string, 0, len(s.Tags))
-	for t := range s.Tags {
-		tags = append(tags, t)
-	}
-	sort.Strings(tags)
+	tags := slices.Sorted(maps.Keys(s.Tags))
 	fmt.Fprintln(w, "TAG\tPOINTS\tSTEPS\tLAST\tMIN\tMAX")
 	for _, t := range tags {
 		ps := s.Tags[t]
@@ -149,4 +150,14 @@ func scalarsTable(w *tabwriter.Writer, s api.Scalars) {
 		fmt.Fprintln(w, "(no curves yet)")
 	}
 	fmt.Fprintf(w, "\nS3 prefix: %s\n", strings.TrimSuffix(s.Prefix, "/"))
+}
+
+// scalarsRows lists a command run's newest reported scalars, one row per
+// tag.
+func scalarsRows(w *tabwriter.Writer, latest map[string]scalars.ScalarPoint) {
+	tags := slices.Sorted(maps.Keys(latest))
+	for _, t := range tags {
+		p := latest[t]
+		fmt.Fprintf(w, "scalar %s\t%.6g (step %d)\n", t, p.Value, p.Step)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"os"
@@ -13,6 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trainyard/trainyard/api"
+	"github.com/trainyard/trainyard/workflows/selfplay"
 )
 
 // readEventsPy reads every TensorBoard event file in a directory with
@@ -89,20 +93,26 @@ print(json.dumps(out))
 // episode finished.
 var episodic = map[string]bool{"episode_return_mean": true, "episode_return_min": true, "episode_return_max": true, "episode_length_mean": true}
 
-// TestCurvesReadByProtobuf: a CartPole run writes its per-iteration
-// metrics as TensorBoard event files and a CSV in S3; `run tensorboard`
-// downloads them, Google's protobuf runtime decodes them (CRCs checked) to
-// exactly the run's metrics from `run show -o json` (as 32-bit floats),
-// and `run scalars` serves the same curves as JSON and as CSV (full
-// precision).
-func TestCurvesReadByProtobuf(t *testing.T) {
+// TestCurves: a CartPole run writes its per-iteration metrics as
+// TensorBoard event files and a CSV in S3; `run tensorboard` downloads
+// them, Google's protobuf runtime decodes them (CRCs checked) to exactly
+// the run's metrics from `run show -o json` (as 32-bit floats), and `run
+// scalars` serves the same curves as JSON and as CSV (full precision). A
+// command trainer's TRAINYARD_SCALAR lines land in the same place and in
+// `run show`.
+func TestCurves(t *testing.T) {
+	dev := sweepLab(t)
+	t.Run("a run's event files, read by protobuf", func(t *testing.T) { ppoCurves(t, dev) })
+	t.Run("a command trainer's scalar lines", func(t *testing.T) { commandCurves(t, dev) })
+}
+
+func ppoCurves(t *testing.T, dev *devProc) {
 	if err := exec.Command("/usr/bin/python3", "-c", "import google.protobuf").Run(); err != nil {
 		if os.Getenv("TRAINYARD_REQUIRE_PROTOBUF") != "" {
 			t.Fatalf("python3-protobuf is required (make tensorboard-protobuf installs it): %v", err)
 		}
 		t.Skip("python3-protobuf not installed (make tensorboard-protobuf)")
 	}
-	dev := sweepLab(t)
 	start := time.Now()
 	id := strings.TrimSpace(cli(t, dev, "run", "train", "--cluster", "lab", "--env", "CartPole-v1", "--iterations", "6", "--checkpoint-every", "3", "--seed", "3", "--detach"))
 	waitRun(t, dev, id, 3*time.Minute, func(r runView) bool { return r.Status != "running" })
@@ -181,7 +191,7 @@ func TestCurvesReadByProtobuf(t *testing.T) {
 			if !ok || gotV != want {
 				t.Errorf("iteration %s %s: event file %v (present %v), run show %v", step, tag, gotV, ok, f)
 			}
-			if s := served[tag+"@"+step]; s != want {
+			if s := served[tag+"@"+step]; s != f {
 				t.Errorf("iteration %s %s: run scalars %v, run show %v", step, tag, s, f)
 			}
 			compared++
@@ -215,5 +225,76 @@ func TestCurvesReadByProtobuf(t *testing.T) {
 	}
 	if code, _, raw := dev.call(http.MethodGet, "/v1/runs/"+id+"/tensorboard/..%2Fsecret", dev.admin, nil, nil); code != http.StatusNotFound {
 		t.Fatalf("a file outside the curves: %d %s", code, raw)
+	}
+}
+
+// checkLoopCurves: a finished loop's curves hold one step per generation
+// with what the loop recorded for it, through the API and the CLI.
+func checkLoopCurves(t *testing.T, dev *devProc, loop string, gens []selfplay.Generation) {
+	t.Helper()
+	var sc api.Scalars
+	if code, _, raw := dev.call(http.MethodGet, "/v1/selfplay/"+loop+"/scalars", dev.admin, nil, &sc); code != http.StatusOK {
+		t.Fatalf("loop curves: %d %s", code, raw)
+	}
+	for _, c := range []struct {
+		tag string
+		get func(selfplay.Generation) float64
+	}{
+		{"games", func(g selfplay.Generation) float64 { return float64(g.Games) }},
+		{"quality/score", func(g selfplay.Generation) float64 { return g.Quality.Score }},
+		{"train_loss", func(g selfplay.Generation) float64 { return g.TrainLoss }},
+		{"elo", func(g selfplay.Generation) float64 { return g.Elo }},
+	} {
+		ps := sc.Tags[c.tag]
+		if len(ps) != len(gens) {
+			t.Fatalf("loop curve %s: %+v, want one point per generation of %d", c.tag, ps, len(gens))
+		}
+		for i, g := range gens {
+			if ps[i].Step != int64(g.N) || ps[i].Value != c.get(g) || ps[i].WallTime != float64(g.Ended.UnixNano())/1e9 {
+				t.Errorf("loop curve %s step %d: %+v, generation %d has %v, ended %v", c.tag, i, ps[i], g.N, c.get(g), g.Ended)
+			}
+		}
+	}
+	if out := cli(t, dev, "selfplay", "scalars", loop, "-o", "csv"); strings.Count(out, "\n") != len(gens)+1 || !strings.HasPrefix(out, "step,wall_time,games,") {
+		t.Fatalf("selfplay scalars -o csv: %q", out)
+	}
+	if out := cli(t, dev, "selfplay", "tensorboard", loop, "-d", t.TempDir()); !strings.Contains(out, fmt.Sprintf("%d files in", len(gens)+1)) {
+		t.Fatalf("selfplay tensorboard: %q", out)
+	}
+}
+
+// commandCurves: a command trainer's TRAINYARD_SCALAR lines (a logger's
+// prefix allowed, a step's tags over several lines) become its curves;
+// malformed ones are named in its output.
+func commandCurves(t *testing.T, dev *devProc) {
+	script := `for i in 1 2 3; do echo "TRAINYARD_SCALAR step=$i tag=loss value=0.$i"; done
+echo "INFO train.py: TRAINYARD_SCALAR step=3 tag=eval/return value=412.5"
+echo "TRAINYARD_SCALAR step=x tag=loss value=1"`
+	id := strings.TrimSpace(cli(t, dev, "run", "train", "--cluster", "lab", "--detach", "--", "sh", "-c", script))
+	waitRun(t, dev, id, 2*time.Minute, func(r runView) bool { return r.Status != "running" })
+	var fromJSON api.Scalars
+	if err := json.Unmarshal([]byte(cli(t, dev, "run", "scalars", id, "-o", "json")), &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	loss, eval := fromJSON.Tags["loss"], fromJSON.Tags["eval/return"]
+	if len(fromJSON.Tags) != 2 || len(loss) != 3 || loss[2].Step != 3 || loss[2].Value != 0.3 || len(eval) != 1 || eval[0].Step != 3 || eval[0].Value != 412.5 {
+		t.Fatalf("command run's curves: %+v", fromJSON.Tags)
+	}
+	if csv := cli(t, dev, "run", "scalars", id, "-o", "csv"); !strings.HasPrefix(csv, "step,wall_time,loss,eval/return\n") || strings.Count(csv, "\n") != 4 {
+		t.Fatalf("run scalars -o csv:\n%s", csv)
+	}
+	if show := cli(t, dev, "run", "show", id); !strings.Contains(show, "scalar eval/return") || !strings.Contains(show, "412.5 (step 3)") {
+		t.Fatalf("run show of a command run:\n%s", show)
+	}
+	var shown struct {
+		Progress struct {
+			Output string `json:"output"`
+		} `json:"progress"`
+	}
+	if err := json.Unmarshal([]byte(cli(t, dev, "run", "show", id, "-o", "json")), &shown); err != nil {
+		t.Fatal(err)
+	}
+	if want := `trainyard: TRAINYARD_SCALAR line ignored: "TRAINYARD_SCALAR step=x tag=loss value=1": step "x": want an integer ≥ 0`; !strings.Contains(shown.Progress.Output, want) {
+		t.Fatalf("a malformed scalar line: output %q lacks %q", shown.Progress.Output, want)
 	}
 }

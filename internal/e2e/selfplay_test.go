@@ -148,6 +148,8 @@ func TestSelfplayLoop(t *testing.T) {
 		t.Fatalf("best %q, players %q then %q: later generations must play with the best model", sp.State.Best, sp.State.Generations[0].Players, sp.State.Generations[2].Players)
 	}
 
+	checkLoopCurves(t, dev, id, sp.State.Generations)
+
 	// The latest model against uniform-random play: a fixed number of
 	// games, a clear margin.
 	last := sp.State.Generations[2]

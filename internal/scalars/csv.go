@@ -108,3 +108,12 @@ func Series(steps []Step) map[string][]ScalarPoint {
 	}
 	return out
 }
+
+// Latest is each tag's newest point (NaN and infinite values left out).
+func Latest(steps []Step) map[string]ScalarPoint {
+	out := map[string]ScalarPoint{}
+	for tag, ps := range Series(steps) {
+		out[tag] = ps[len(ps)-1]
+	}
+	return out
+}

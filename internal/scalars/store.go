@@ -2,6 +2,7 @@ package scalars
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,7 +21,7 @@ import (
 //
 //	tensorboard/runs/<run-id>/events.out.tfevents.<first step, 10 digits>.trainyard
 //	tensorboard/runs/<run-id>/metrics.csv
-//	tensorboard/selfplay/<cluster>/<config>/...   (the same two kinds of file)
+//	tensorboard/selfplay/<cluster>/<config>/<loop>/...   (the same two kinds of file)
 const (
 	Root    = "tensorboard/"
 	CSVName = "metrics.csv"
@@ -34,7 +35,7 @@ const (
 func RunPrefix(runID string) string { return Root + "runs/" + runID + "/" }
 
 // LoopPrefix is where a self-play loop's curves live; loopID is
-// "selfplay/<cluster>/<config>".
+// "selfplay/<cluster>/<config>/<loop>" (each start of a loop has its own).
 func LoopPrefix(loopID string) string { return Root + loopID + "/" }
 
 // EventFileName names the event file whose first step is first.
@@ -88,7 +89,7 @@ func (l Log) Files(ctx context.Context) ([]CurveFile, error) {
 	slices.SortFunc(events, func(a, b CurveFile) int {
 		x, _ := eventFileStep(a.Name)
 		y, _ := eventFileStep(b.Name)
-		return int(min(max(x-y, -1), 1))
+		return cmp.Compare(x, y)
 	})
 	if csvFile != nil {
 		events = append(events, *csvFile)
@@ -120,54 +121,22 @@ func (l Log) ReadFile(ctx context.Context, name string) ([]byte, error) {
 	return nil, fmt.Errorf("s3 get %s: %w", key, err)
 }
 
-// Read returns every step of the log's event files, ascending; a step in
-// two files (a writer that died between writing one and trimming the
-// other) counts once, from the later file.
+// Read returns every step of the log, ascending, from its CSV (one
+// object, full precision; the event files hold the same steps).
 func (l Log) Read(ctx context.Context) ([]Step, error) {
-	files, err := l.Files(ctx)
-	if err != nil {
-		return nil, err
-	}
-	byStep := map[int64]Step{}
-	for _, f := range files {
-		if f.Name == CSVName {
-			continue
-		}
-		b, err := l.ReadFile(ctx, f.Name)
-		if errors.Is(err, ErrNotFound) {
-			continue // replaced since the listing
-		}
-		if err != nil {
-			return nil, err
-		}
-		steps, err := DecodeFile(b)
-		if err != nil {
-			return nil, fmt.Errorf("%s%s: %w", l.Prefix, f.Name, err)
-		}
-		for _, s := range steps {
-			byStep[s.Step] = s
-		}
-	}
-	return sortedSteps(byStep), nil
+	return l.csvSteps(ctx)
 }
 
-func sortedSteps(m map[int64]Step) []Step {
-	out := make([]Step, 0, len(m))
-	for _, s := range m {
-		out = append(out, s)
-	}
-	slices.SortFunc(out, func(a, b Step) int { return int(min(max(a.Step-b.Step, -1), 1)) })
-	return out
-}
-
-// Write records steps (ascending, none negative) as the log's values from
-// steps[0].Step on: they become one event file named after that step,
-// replacing any file there, and every step at or after it that an
-// earlier write left (a trainer that resumed from an older checkpoint
-// and redid them) is dropped, so no step is ever listed twice. The CSV
-// is rewritten whole. Steps without a wall time take the one already
-// recorded for that step, else Now. Each object is put whole, so a
-// reader never sees a partly written file.
+// Write merges steps (ascending, none negative) into the log: a step
+// already there keeps the tags the new one lacks and takes the new values
+// of the rest, so a segment redone after a crash, or a trainer that
+// resumed from an older checkpoint and logs its steps again, replaces
+// values and never lists a step twice. The steps from steps[0].Step on
+// become one event file named after that step (replacing any file there;
+// later files go, an earlier one reaching into them is cut short), and
+// the CSV is rewritten whole. A step without a wall time keeps the one
+// recorded for it, else takes Now. Each object is put whole, so a reader
+// never sees a partly written file.
 func (l Log) Write(ctx context.Context, steps []Step) error {
 	if len(steps) == 0 {
 		return nil
@@ -187,37 +156,55 @@ func (l Log) Write(ctx context.Context, steps []Step) error {
 		now = l.Now
 	}
 	t := float64(now().UnixNano()) / 1e9
-	recorded := map[int64]float64{}
+	byStep := map[int64]Step{}
 	overlap := false
-	kept := old[:0:0]
 	for _, s := range old {
-		recorded[s.Step] = s.WallTime
-		if s.Step >= first {
-			overlap = true
-		} else {
-			kept = append(kept, s)
-		}
+		byStep[s.Step] = s
+		overlap = overlap || s.Step >= first
 	}
-	steps = slices.Clone(steps)
-	for i := range steps {
-		if steps[i].WallTime == 0 {
-			steps[i].WallTime = recorded[steps[i].Step]
-		}
-		if steps[i].WallTime == 0 {
-			steps[i].WallTime = t
-		}
+	for _, s := range steps {
+		m := Merge(byStep[s.Step], s)
+		m.WallTime = cmp.Or(m.WallTime, t)
+		byStep[s.Step] = m
 	}
-	if err := l.put(ctx, EventFileName(first), EncodeFile(steps, t)); err != nil {
+	all := sortedSteps(byStep)
+	i, _ := slices.BinarySearchFunc(all, first, func(s Step, step int64) int { return cmp.Compare(s.Step, step) })
+	if err := l.put(ctx, EventFileName(first), EncodeFile(all[i:], t)); err != nil {
 		return err
 	}
 	if err := l.trim(ctx, first, overlap); err != nil {
 		return err
 	}
 	var csvb bytes.Buffer
-	if err := WriteCSV(&csvb, append(kept, steps...)); err != nil {
+	if err := WriteCSV(&csvb, all); err != nil {
 		return fmt.Errorf("scalars %s: %w", l.Prefix, err)
 	}
 	return l.put(ctx, CSVName, csvb.Bytes())
+}
+
+// Merge lays step s over old (the same step, or zero): old's tags in
+// their order with s's values, then s's new tags; s's wall time, else
+// old's.
+func Merge(old, s Step) Step {
+	out := Step{Step: s.Step, WallTime: cmp.Or(s.WallTime, old.WallTime)}
+	out.Values = slices.Clone(old.Values)
+	for _, v := range s.Values {
+		if j := slices.IndexFunc(out.Values, func(o Value) bool { return o.Tag == v.Tag }); j >= 0 {
+			out.Values[j] = v
+		} else {
+			out.Values = append(out.Values, v)
+		}
+	}
+	return out
+}
+
+func sortedSteps(m map[int64]Step) []Step {
+	out := make([]Step, 0, len(m))
+	for _, s := range m {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b Step) int { return cmp.Compare(a.Step, b.Step) })
+	return out
 }
 
 // csvSteps reads the log's CSV (none yet: no steps).

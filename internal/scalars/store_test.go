@@ -1,7 +1,6 @@
 package scalars
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"reflect"
@@ -29,9 +28,10 @@ func steps(from, to int64, v float64) []Step {
 }
 
 // TestLogWrites: writes in order, a segment redone after a crash, a
-// trainer resumed from an older checkpoint and a segment whose steps
-// came back with its successor's: every step is listed once, with the
-// latest value, in the event files and in the CSV alike.
+// trainer resumed from an older checkpoint, a segment whose steps came
+// back with its successor's and a step logged in two writes: every step
+// is listed once, with the latest values, in the event files and in the
+// CSV alike.
 func TestLogWrites(t *testing.T) {
 	type want struct {
 		steps []int64   // steps read back, ascending
@@ -48,11 +48,13 @@ func TestLogWrites(t *testing.T) {
 		{"segment redone", [][]Step{steps(1, 3, 0), steps(4, 6, 0), steps(4, 6, 0.5)},
 			want{[]int64{1, 2, 3, 4, 5, 6}, []float64{10, 20, 30, 40.5, 50.5, 60.5}, []int64{1, 4}}},
 		{"resumed from an older step", [][]Step{steps(1, 3, 0), steps(4, 6, 0), steps(7, 9, 0), steps(5, 8, 0.5)},
-			want{[]int64{1, 2, 3, 4, 5, 6, 7, 8}, []float64{10, 20, 30, 40, 50.5, 60.5, 70.5, 80.5}, []int64{1, 4, 5}}},
+			want{[]int64{1, 2, 3, 4, 5, 6, 7, 8, 9}, []float64{10, 20, 30, 40, 50.5, 60.5, 70.5, 80.5, 90}, []int64{1, 4, 5}}},
 		{"lost segment handed on with the next", [][]Step{steps(1, 3, 0), steps(4, 6, 0), steps(4, 9, 0)},
 			want{[]int64{1, 2, 3, 4, 5, 6, 7, 8, 9}, []float64{10, 20, 30, 40, 50, 60, 70, 80, 90}, []int64{1, 4}}},
 		{"restart from zero", [][]Step{steps(0, 3, 0), steps(4, 6, 0), steps(0, 1, 0.5)},
-			want{[]int64{0, 1}, []float64{0.5, 10.5}, []int64{0}}},
+			want{[]int64{0, 1, 2, 3, 4, 5, 6}, []float64{0.5, 10.5, 20, 30, 40, 50, 60}, []int64{0}}},
+		{"a step split over two writes", [][]Step{steps(1, 3, 0), {{Step: 3, Values: []Value{{"acc", 1}}}, {Step: 4, Values: []Value{{"loss", 40}}}}},
+			want{[]int64{1, 2, 3, 4}, []float64{10, 20, 30, 40}, []int64{1, 3}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -66,15 +68,8 @@ func TestLogWrites(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := l.Read(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			csvb, err := l.ReadFile(ctx, CSVName)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fromCSV, err := ParseCSV(bytes.NewReader(csvb))
+			got := readEvents(t, l)
+			fromCSV, err := l.Read(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,7 +80,7 @@ func TestLogWrites(t *testing.T) {
 				gotValues = append(gotValues, s.Values[0].Value)
 				if i < len(fromCSV) {
 					csvValues = append(csvValues, f32(fromCSV[i].Values[0].Value))
-					if fromCSV[i].Step != s.Step || fromCSV[i].WallTime != s.WallTime {
+					if fromCSV[i].Step != s.Step || fromCSV[i].WallTime != s.WallTime || len(fromCSV[i].Values) != len(s.Values) {
 						t.Errorf("CSV row %d: step %d at %v, event file: step %d at %v", i, fromCSV[i].Step, fromCSV[i].WallTime, s.Step, s.WallTime)
 					}
 				}
@@ -131,6 +126,9 @@ func TestLogKeepsRecordedWallTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if events := readEvents(t, l); !reflect.DeepEqual(events, got) {
+		t.Fatalf("event files %+v, CSV %+v", events, got)
+	}
 	var times []float64
 	for _, s := range got {
 		times = append(times, s.WallTime)
@@ -146,4 +144,35 @@ func TestLogKeepsRecordedWallTimes(t *testing.T) {
 	if _, err := l.ReadFile(ctx, "../secret"); err == nil {
 		t.Error("ReadFile outside the log's files accepted")
 	}
+}
+
+// readEvents reads every step of the log's event files in file order,
+// failing on a step listed twice.
+func readEvents(t *testing.T, l Log) []Step {
+	t.Helper()
+	files, err := l.Files(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Step
+	for _, f := range files {
+		if f.Name == CSVName {
+			continue
+		}
+		b, err := l.ReadFile(context.Background(), f.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps, err := DecodeFile(b)
+		if err != nil {
+			t.Fatalf("%s: %v", f.Name, err)
+		}
+		for _, s := range steps {
+			if n := len(out); n > 0 && out[n-1].Step >= s.Step {
+				t.Fatalf("%s: step %d after step %d", f.Name, s.Step, out[n-1].Step)
+			}
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -84,12 +84,15 @@ func (r *Runner) RunCommand(ctx context.Context, in CommandInput, beat func(Comm
 	// Before start: a trainer that writes at once must still be synced.
 	last, _ := fingerprint(dir)
 	out := &procenv.Tail{Max: 16 << 10}
-	stdout := in.output(out)
+	printed := in.output(out)
+	curves := r.commandScalars(in.RunID, printed) // TRAINYARD_SCALAR lines (command_scalars.go)
+	stdout := io.MultiWriter(printed, curves)
 	p, err := procenv.Start(procenv.Command{Path: path, Args: spec.Command[1:], Env: env, Dir: filepath.Dir(dir), Stdout: stdout, Stderr: stdout})
 	if err != nil {
 		return st, fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err)
 	}
 	sync := func(ctx context.Context) error {
+		curves.flush(ctx)
 		fp, err := fingerprint(dir)
 		if err != nil || fp == last {
 			return err

@@ -142,6 +142,7 @@ func (l *loop) runItem(ctx workflow.Context, rec *WorkRecord) error {
 		if !ex.Report.Passed {
 			g.State, g.Reason, g.Ended = "rejected", "quality gate: "+ex.Report.Reason, &now
 			st.Completed++
+			l.curves(ctx, g)
 			rec.Result = fmt.Sprintf("%d games, rejected: %s", prog.Synced, ex.Report.Reason)
 			return nil
 		}
@@ -205,6 +206,7 @@ func (l *loop) runItem(ctx workflow.Context, rec *WorkRecord) error {
 			g.State = "promoted"
 			rec.Result = fmt.Sprintf("%s rated %.0f, promoted", st.Candidate, g.Elo)
 		}
+		l.curves(ctx, g)
 		st.Candidate, st.CandidateKey = "", ""
 	default:
 		rec.Skipped, rec.Result = true, "skipped: unknown kind "+rec.Kind

@@ -120,6 +120,7 @@ func (l *loop) generation(ctx workflow.Context) error {
 		l.track("generation", now.Sub(g.Started))
 		st.Completed++
 		st.Phase, st.Reason = "idle", ""
+		l.curves(ctx, g)
 		return nil
 	}
 	seed := set.Seed + uint64(n)*1_000_003
