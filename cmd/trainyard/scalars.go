@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trainyard/trainyard/api"
+	"github.com/trainyard/trainyard/internal/apiclient"
 	"github.com/trainyard/trainyard/internal/scalars"
 )
 
@@ -22,6 +23,14 @@ import (
 // owner: path turns the ID argument into its API path (/v1/runs/ID,
 // /v1/selfplay/CLUSTER/CONFIG).
 func curveCmds(cf *clientFlags, arg, what string, path func(id string) (string, error)) []*cobra.Command {
+	open := func(id string) (*apiclient.Client, string, error) {
+		c, err := cf.client()
+		if err != nil {
+			return nil, "", err
+		}
+		p, err := path(id)
+		return c, p, err
+	}
 	sc := &cobra.Command{
 		Use:   "scalars " + arg + " [-o table|json|yaml|csv]",
 		Short: what + "'s curves: per tag the steps and values (-o csv: its metrics.csv; -o json: tag → step, wall_time, value)",
@@ -31,11 +40,7 @@ func curveCmds(cf *clientFlags, arg, what string, path func(id string) (string, 
 			if asCSV {
 				cf.output = "table"
 			}
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			p, err := path(args[0])
+			c, p, err := open(args[0])
 			if err != nil {
 				return err
 			}
@@ -65,11 +70,7 @@ func curveCmds(cf *clientFlags, arg, what string, path func(id string) (string, 
 		Short: "Download " + what + "'s TensorBoard event files and metrics.csv into DIR/" + arg + " (then: tensorboard --logdir DIR)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			p, err := path(args[0])
+			c, p, err := open(args[0])
 			if err != nil {
 				return err
 			}
