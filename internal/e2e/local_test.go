@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trainyard/trainyard/internal/pluginstore"
+	"github.com/trainyard/trainyard/plugins/builtin"
 )
 
 // timingFields are the per-iteration metrics that measure the machine, not
@@ -35,6 +38,23 @@ type runDoc struct {
 		Metrics    []map[string]any `json:"metrics"`
 		Eval       map[string]any   `json:"eval"`
 	} `json:"progress"`
+}
+
+// platform is a run's time outside the learner's iterations: from its
+// start to its close, less what each iteration's steps_per_second says it
+// took (placement, plugin load, checkpoints, the control plane's round
+// trips; the final evaluation, in both).
+func (d runDoc) platform() time.Duration {
+	total := d.CloseTime.Sub(d.StartTime).Seconds()
+	var prev float64
+	for _, m := range d.Progress.Metrics {
+		ts, _ := m["timesteps"].(float64)
+		if sps, _ := m["steps_per_second"].(float64); sps > 0 {
+			total -= (ts - prev) / sps
+		}
+		prev = ts
+	}
+	return time.Duration(total * float64(time.Second))
 }
 
 // learning is a run's numbers without the timing fields.
@@ -186,13 +206,19 @@ func TestLocalRunMatchesCluster(t *testing.T) {
 // trained by `run train --local` and through `trainyard dev` on a local
 // cluster, side by side, with identical final metrics asserted. Reported:
 // each run's seconds from its start to its close (the API's start_time and
-// close_time: placement, plugin load, every segment and checkpoint) and
-// their ratio cluster/local.
+// close_time: placement, plugin load, every segment and checkpoint), their
+// ratio cluster/local, and per iteration the time spent outside the
+// learner's iterations (less sensitive to a shared machine's load than the
+// wall times: the learner's own speed swings with it).
 func BenchmarkLocalVsCluster(b *testing.B) {
+	if set, err := pluginstore.Builtins(builtin.FS()); err != nil || len(set) == 0 {
+		b.Skip("no built-in plugins in this build (make builtin-plugins): CartPole-v1 is one")
+	}
 	spec := []string{"--env", "CartPole-v1", "--iterations", "150", "--seed", "7"}
 	dev := labDev(b)
 	runOnCluster(b, dev, 5*time.Minute, "--env", "CartPole-v1", "--iterations", "1") // agent warm, plugin compiled
 	var localS, clusterS float64
+	var localP, clusterP time.Duration
 	for range b.N {
 		local, stderr, err := runLocalCLI(b, spec...)
 		if err != nil {
@@ -202,11 +228,18 @@ func BenchmarkLocalVsCluster(b *testing.B) {
 		sameLearning(b, local, cluster)
 		localS += local.CloseTime.Sub(local.StartTime).Seconds()
 		clusterS += cluster.CloseTime.Sub(cluster.StartTime).Seconds()
+		localP += local.platform()
+		clusterP += cluster.platform()
 	}
 	n := float64(b.N)
 	b.ReportMetric(localS/n, "local-s")
 	b.ReportMetric(clusterS/n, "cluster-s")
 	b.ReportMetric(localS/n/150*1000, "local-ms/iter")
 	b.ReportMetric(clusterS/n/150*1000, "cluster-ms/iter")
+	b.ReportMetric(localP.Seconds()/n/150*1000, "local-outside-ms/iter")
+	b.ReportMetric(clusterP.Seconds()/n/150*1000, "cluster-outside-ms/iter")
 	b.ReportMetric(clusterS/localS, "cluster/local")
+	// The learner's own speed swings with a shared machine's load: the
+	// cluster's time outside it added to the local run's learner time.
+	b.ReportMetric((localS-localP.Seconds()+clusterP.Seconds())/localS, "cluster/local-same-learner")
 }
