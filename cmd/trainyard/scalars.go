@@ -121,6 +121,11 @@ func writeAtomic(name string, b []byte) error {
 	if err != nil {
 		return err
 	}
+	if err := f.Chmod(0o644); err != nil { // as any other download
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
 	if _, err := f.Write(b); err != nil {
 		f.Close()
 		os.Remove(f.Name())

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/trainyard/trainyard/internal/scalars"
 )
@@ -120,7 +121,8 @@ func (s *scalarLines) line(l string) {
 			fmt.Fprintf(s.notes, "trainyard: further malformed %s lines are ignored silently\n", ScalarLine)
 		}
 	default:
-		s.pending[step] = scalars.Merge(s.pending[step], scalars.Step{Step: step, Values: []scalars.Value{v}})
+		now := float64(time.Now().UnixNano()) / 1e9 // when it was printed
+		s.pending[step] = scalars.Merge(s.pending[step], scalars.Step{Step: step, WallTime: now, Values: []scalars.Value{v}})
 	}
 }
 
