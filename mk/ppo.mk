@@ -2,7 +2,7 @@
 # The learning tests (CartPole-v1 to 475 in-process and from 2 simulated
 # rollout workers' fragments, Pendulum-v1 to -200; internal/training's
 # TestLearnDefaults: both envs with a run's default hyper-parameters and
-# target criterion on seeds 0..2, and CartPole-v1 solved by evaluation within
+# target criterion on seeds 0..4, and CartPole-v1 solved by evaluation within
 # 50k env steps on seeds 0..9) take a few minutes without the race
 # detector and are compiled out under -race, so `make test` runs them here
 # first, without -race. ppo-learn-seeds runs the defaults on seeds 0..9.

@@ -25,7 +25,7 @@ import (
 // 8 envs) and checks that every seed reaches the env's target by the
 // criterion a run stops on (the mean return of the last 100 training
 // episodes, over at least minEpisodesForTarget of them) within the budget.
-// Seeds 0..2 by default (about 2 minutes on 2 cores);
+// Seeds 0..4 by default (a few minutes on 2 cores);
 // TRAINYARD_LEARN_SEEDS=0-9 (make ppo-learn-seeds) runs more. Native envs stand in for the plugins (same dynamics).
 func TestLearnDefaults(t *testing.T) {
 	lo, hi := learnSeeds(t)
@@ -85,11 +85,11 @@ func trainDefaults(t *testing.T, env string, seed uint64, target float64, budget
 	return -1, m
 }
 
-// learnSeeds reads TRAINYARD_LEARN_SEEDS ("0-9", "3"); default 0-2.
+// learnSeeds reads TRAINYARD_LEARN_SEEDS ("0-9", "3"); default 0-4.
 func learnSeeds(t *testing.T) (lo, hi uint64) {
 	s := os.Getenv("TRAINYARD_LEARN_SEEDS")
 	if s == "" {
-		return 0, 2
+		return 0, 4
 	}
 	a, b, ok := strings.Cut(s, "-")
 	if !ok {
