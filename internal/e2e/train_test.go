@@ -195,22 +195,8 @@ func TestTrainCartPoleSurvivesAgentAndControlPlaneKill(t *testing.T) {
 	// 1. kill -9 the agent in the middle of the run.
 	id := submit(dev, 0)
 	r := waitRun(t, dev, id, 2*time.Minute, func(r runView) bool { return r.Progress.Checkpoint >= 1 && r.Progress.State == "running" })
-	var st clusterStatus
-	dev.call("GET", "/v1/clusters/lab", dev.admin, nil, &st)
-	victim := r.Progress.Node
-	pid := 0
-	for _, n := range st.Nodes {
-		if n.Name == victim {
-			pid = n.AgentPID
-		}
-	}
-	if pid == 0 {
-		t.Fatalf("no agent pid for node %s: %+v", victim, st)
-	}
 	killedAt := r.Progress.Iteration
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	victim := killRunAgent(t, dev, r)
 	r = waitRun(t, dev, id, 4*time.Minute, func(r runView) bool { return r.Status != "running" })
 	assertLearned(t, r)
 	if r.Progress.Failures < 1 || len(r.Progress.Restores) < 1 || r.Progress.Node == victim || r.Progress.Placements < 2 {

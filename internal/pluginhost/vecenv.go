@@ -199,14 +199,6 @@ func (v *VecEnv) Step(actions, obs, rewards []float32, terminated, truncated []b
 	return nil
 }
 
-// envStateEnabled gates checkpointing a plugin env's own state. Off: with
-// it on, a CartPole run restored early (iteration 2) in the e2e test never
-// learnt again (mean return 304 after 1,500 iterations; 479 by iteration
-// 275 with it off), though a 7-iteration restore is bit-exact
-// (it was, in a test over 7 iterations). Until that
-// is understood, a restored run starts fresh episodes, as before env_save.
-var envStateEnabled = false
-
 // Snapshot returns the envs' whole state when the plugin can save it (its
 // optional env_save export; the Go SDK's does when every env implements
 // encoding.BinaryMarshaler), so a checkpoint resumes episodes bit for bit
@@ -220,7 +212,7 @@ func (v *VecEnv) Snapshot() ([]byte, error) {
 		return nil, nil // discarded after a failure: its state is gone, a restore resets
 	}
 	in := v.in
-	if !envStateEnabled || in.fns[fnEnvSave] == nil || in.fns[fnEnvRestore] == nil {
+	if in.fns[fnEnvSave] == nil || in.fns[fnEnvRestore] == nil {
 		return nil, nil
 	}
 	for capacity := 64 << 10; ; {
@@ -282,10 +274,14 @@ func (v *VecEnv) RestoreSnapshot(state []byte) error {
 	copy(in.bytesAt(buf, len(state)), state)
 	in.stack[0], in.stack[1] = uint64(buf), uint64(len(state))
 	err = in.callStatus(v.ctx, fnEnvRestore, 2, v.m.limits.CallTimeout)
-	if err != nil {
+	if in.broken {
 		return v.failed(err)
 	}
-	return v.failed(in.free(v.ctx, buf))
+	// Freed on a refusal too: a refused state must not leak guest memory.
+	if ferr := in.free(v.ctx, buf); ferr != nil {
+		return v.failed(ferr)
+	}
+	return err
 }
 
 // failed drops a broken instance and passes err on.

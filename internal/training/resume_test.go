@@ -3,6 +3,7 @@ package training
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -14,8 +15,8 @@ import (
 // counters, start again from iteration 1, or drift): a run interrupted at
 // iteration k (its segment ends with a checkpoint in S3, its node is gone)
 // is resumed by another runner from S3; its metrics curve continues from
-// k+1 with iteration and timestep counters strictly increasing and ends
-// on the uninterrupted run's timestep count.
+// k+1 with iteration and timestep counters strictly increasing, and it is
+// the uninterrupted run's curve bit for bit (timing fields aside).
 func TestRestoredRunNeitherRestartsNorDrifts(t *testing.T) {
 	const k, m = 3, 7
 	f := newFixture(t)
@@ -44,16 +45,17 @@ func TestRestoredRunNeitherRestartsNorDrifts(t *testing.T) {
 			rest.RestoredFrom, len(rest.Metrics), rest.Metrics[0].Iteration, rest.Iteration, rest.Done)
 	}
 
-	// The curve continues from k: counters strictly increasing, no reset.
-	// (The envs' own state is not checkpointed for plugin envs yet, see
-	// plugins.envStateEnabled, so the episodes after the restore are fresh
-	// ones and the curve is not the uninterrupted run's; bit-identity of
-	// the learner itself is internal/ppo: TestResumeNeitherResetsCountersNorDrifts.)
+	// The curve continues from k: counters strictly increasing, no reset,
+	// and every iteration as the uninterrupted run had it (the checkpoint
+	// holds the envs' own state: the resumed episodes are the same ones).
 	curve := append(append([]ppo.Metrics(nil), first.Metrics...), rest.Metrics...)
 	for i, got := range curve {
 		if got.Iteration != int64(i+1) || i > 0 && got.Timesteps <= curve[i-1].Timesteps {
 			t.Fatalf("iteration %d: counters (%d, %d) after (%d, %d)", i+1, got.Iteration, got.Timesteps, curve[max(i-1, 0)].Iteration, curve[max(i-1, 0)].Timesteps)
 		}
+	}
+	if got, want := learning(curve), learning(straight.Metrics); !reflect.DeepEqual(got, want) {
+		t.Fatalf("the resumed curve differs from the uninterrupted run's:\n resumed  %+v\n straight %+v", got, want)
 	}
 	if rest.Timesteps != straight.Timesteps {
 		t.Fatalf("timesteps at iteration %d: resumed %d, uninterrupted %d", m, rest.Timesteps, straight.Timesteps)

@@ -43,6 +43,25 @@ class CartPole extends Env {
     this.write(obs);
   }
 
+  // State: x, xDot, theta, thetaDot (f64) and the PCG32 (16 bytes).
+  stateSize(): i32 { return 48; }
+
+  save(buf: usize): void {
+    store<f64>(buf, this.x);
+    store<f64>(buf, this.xDot, 8);
+    store<f64>(buf, this.theta, 16);
+    store<f64>(buf, this.thetaDot, 24);
+    this.rng.save(buf + 32);
+  }
+
+  restore(buf: usize): void {
+    this.x = load<f64>(buf);
+    this.xDot = load<f64>(buf, 8);
+    this.theta = load<f64>(buf, 16);
+    this.thetaDot = load<f64>(buf, 24);
+    this.rng.restore(buf + 32);
+  }
+
   step(action: usize, obs: usize): f32 {
     const force = load<f32>(action) == 1 ? FORCE_MAG : -FORCE_MAG;
     const costheta = Math.cos(this.theta);

@@ -9,4 +9,6 @@ export {
   reset,
   stepBatch as step_batch,
   rewardBatch as reward_batch,
+  envSave as env_save,
+  envRestore as env_restore,
 } from "./index";

@@ -25,6 +25,17 @@ export abstract class Env {
   abstract reset(obs: usize): void;
   /** Apply the actDim f32 action at action, write the next observation, return the reward. */
   abstract step(action: usize, obs: usize): f32;
+  /**
+   * Bytes save() writes. An env whose whole state (physics, counters and
+   * random stream) can be saved overrides stateSize, save and restore, so a
+   * checkpointed run resumes its episodes bit for bit; the default -1 says
+   * it cannot, and a restored run starts fresh episodes.
+   */
+  stateSize(): i32 { return -1; }
+  /** Write exactly stateSize() bytes of the instance's whole state at buf. */
+  save(buf: usize): void {}
+  /** Put back a state save() wrote (stateSize() bytes at buf). */
+  restore(buf: usize): void {}
 }
 
 // Registration (one plugin per module).
@@ -209,6 +220,83 @@ export function stepBatch(n: i32, actions: usize, obs: usize, rewards: usize, te
   return STATUS_OK;
 }
 
+// Env state (env_save / env_restore): per instance, little-endian,
+//   u32 steps since its reset, u8 terminated, u8 truncated,
+//   u32 length, then that many bytes of Env.save.
+const ENV_STATE_HEAD: i32 = 10;
+
+function stateBytes(): i32 {
+  let total = 0;
+  for (let i = 0; i < nEnvs; i++) {
+    const k = unchecked(envs[i]).stateSize();
+    if (k < 0) return -1;
+    total += ENV_STATE_HEAD + k;
+  }
+  return total;
+}
+
+/**
+ * env_save: writes every instance's state to buf (capacity bytes) and its
+ * length to outLen. Too small a buffer: STATUS_BAD_INPUT with outLen set
+ * (the host retries with room); an env that cannot save its state:
+ * STATUS_BAD_INPUT with outLen 0.
+ */
+export function envSave(buf: usize, capacity: u32, outLen: usize): i32 {
+  if (nEnvs == 0) return fail(STATUS_BAD_INPUT, "env_save before init");
+  if (buf == 0 || outLen == 0) return fail(STATUS_BAD_INPUT, "env_save: null buffer");
+  const total = stateBytes();
+  if (total < 0) {
+    store<u32>(outLen, 0);
+    return fail(STATUS_BAD_INPUT, "env_save: this env cannot save its state");
+  }
+  store<u32>(outLen, <u32>total);
+  if (<u32>total > capacity) {
+    return fail(STATUS_BAD_INPUT, "env_save: state is " + total.toString() + " bytes, buffer holds " + capacity.toString());
+  }
+  let p = buf;
+  for (let i = 0; i < nEnvs; i++) {
+    const e = unchecked(envs[i]);
+    const k = e.stateSize();
+    store<u32>(p, <u32>unchecked(steps[i]));
+    store<u8>(p, <u8>e.terminated, 4);
+    store<u8>(p, <u8>e.truncated, 5);
+    store<u32>(p, <u32>k, 6);
+    e.save(p + ENV_STATE_HEAD);
+    p += <usize>(ENV_STATE_HEAD + k);
+  }
+  return STATUS_OK;
+}
+
+/** env_restore: puts back n bytes from env_save of as many instances. */
+export function envRestore(buf: usize, n: u32): i32 {
+  if (nEnvs == 0) return fail(STATUS_BAD_INPUT, "env_restore before init");
+  if (buf == 0) return fail(STATUS_BAD_INPUT, "env_restore: null buffer");
+  const total = stateBytes();
+  if (total < 0) return fail(STATUS_BAD_INPUT, "env_restore: this env cannot restore a state");
+  if (<u32>total != n) {
+    return fail(STATUS_BAD_INPUT, "env_restore: " + n.toString() + " bytes, " + nEnvs.toString() + " envs take " + total.toString());
+  }
+  // Check every length before any env changes.
+  let p = buf;
+  for (let i = 0; i < nEnvs; i++) {
+    const k = unchecked(envs[i]).stateSize();
+    if (load<u32>(p, 6) != <u32>k) {
+      return fail(STATUS_BAD_INPUT, "env_restore: env " + i.toString() + " has " + load<u32>(p, 6).toString() + " bytes, want " + k.toString());
+    }
+    p += <usize>(ENV_STATE_HEAD + k);
+  }
+  p = buf;
+  for (let i = 0; i < nEnvs; i++) {
+    const e = unchecked(envs[i]);
+    unchecked(steps[i] = <i32>load<u32>(p));
+    e.terminated = load<u8>(p, 4) != 0;
+    e.truncated = load<u8>(p, 5) != 0;
+    e.restore(p + ENV_STATE_HEAD);
+    p += <usize>(ENV_STATE_HEAD + e.stateSize());
+  }
+  return STATUS_OK;
+}
+
 /** PCG32 (O'Neill), a small seedable generator for guest environments. */
 export class PCG32 {
   state: u64 = 0;
@@ -228,6 +316,16 @@ export class PCG32 {
     return (xorshifted >> rot) | (xorshifted << ((-rot) & 31));
   }
   /** Uniform in [lo, hi) with 53-bit resolution. */
+  /** Writes the generator's 16 bytes of state at buf. */
+  save(buf: usize): void {
+    store<u64>(buf, this.state);
+    store<u64>(buf, this.inc, 8);
+  }
+  /** Reads 16 bytes written by save. */
+  restore(buf: usize): void {
+    this.state = load<u64>(buf);
+    this.inc = load<u64>(buf, 8);
+  }
   uniform(lo: f64, hi: f64): f64 {
     const bits = (<u64>this.next() << 21) ^ <u64>this.next();
     const u = <f64>(bits & ((<u64>1 << 53) - 1)) / <f64>(<u64>1 << 53);

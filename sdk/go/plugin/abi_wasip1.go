@@ -185,7 +185,7 @@ func envSave(buf, capacity, outLen uint32) int32 {
 		if err := nonNull(buf, outLen); err != nil {
 			return err
 		}
-		s, ok := vec.(StateSaver)
+		s, ok := stateSaverOf(vec)
 		if !ok {
 			return badInput("env_save: this env cannot save its state")
 		}
@@ -213,7 +213,7 @@ func envRestore(buf, n uint32) int32 {
 		if err := nonNull(buf); err != nil {
 			return err
 		}
-		s, ok := vec.(StateSaver)
+		s, ok := stateSaverOf(vec)
 		if !ok {
 			return badInput("env_restore: this env cannot restore a state")
 		}

@@ -193,10 +193,49 @@ func (b *envBatch) Reset(seed uint64, obs []float32) error {
 // and put back (the plugin then exports env_save and env_restore): a
 // checkpoint of a run on it resumes its episodes bit for bit. The SDK's
 // batch of single Envs implements it when every Env is an
-// encoding.BinaryMarshaler and encoding.BinaryUnmarshaler.
+// encoding.BinaryMarshaler and encoding.BinaryUnmarshaler; a VecEnv with
+// Snapshot() ([]byte, error) and RestoreSnapshot([]byte) error (as the
+// native envs of sdk/go/envs/native have) is saved through those.
 type StateSaver interface {
 	SaveState(dst []byte) ([]byte, error)
 	RestoreState(b []byte) error
+}
+
+// snapshotter is the save/restore shape of the native reference envs
+// (sdk/go/envs/native), which a plugin can register as its VecEnv as is.
+type snapshotter interface {
+	Snapshot() ([]byte, error)
+	RestoreSnapshot(b []byte) error
+}
+
+// snapshotSaver is a StateSaver over a snapshotter.
+type snapshotSaver struct{ s snapshotter }
+
+func (a snapshotSaver) SaveState(dst []byte) ([]byte, error) {
+	b, err := a.s.Snapshot()
+	if err != nil {
+		return dst, fmt.Errorf("env_save: %w", err)
+	}
+	return append(dst, b...), nil
+}
+
+func (a snapshotSaver) RestoreState(b []byte) error {
+	if err := a.s.RestoreSnapshot(b); err != nil {
+		return badInput("env_restore: %v", err)
+	}
+	return nil
+}
+
+// stateSaverOf is v's StateSaver: v itself, or an adapter when v has the
+// native envs' Snapshot and RestoreSnapshot.
+func stateSaverOf(v VecEnv) (StateSaver, bool) {
+	if s, ok := v.(StateSaver); ok {
+		return s, true
+	}
+	if s, ok := v.(snapshotter); ok {
+		return snapshotSaver{s}, true
+	}
+	return nil, false
 }
 
 // SaveState appends, per env, its step count and its MarshalBinary state.
