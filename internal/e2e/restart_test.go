@@ -27,13 +27,7 @@ func TestDevRestartsAfterKill9(t *testing.T) {
 	const cycles = 20
 	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
 	dir := t.TempDir()
-	// Fixed ports: agents started before a kill must find Temporal and S3 again.
-	ports := []string{"--temporal-port", freePortStr(t), "--api-port", freePortStr(t), "--s3-port", freePortStr(t), "--ui-port", freePortStr(t)}
-	dev := startDev(t, dir, ports...)
-	if out := cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", localSpec), "--heartbeat-timeout", "5s"); !strings.Contains(out, "TOTAL (3 nodes") {
-		t.Fatalf("cluster up: %s", out)
-	}
-	t.Cleanup(func() { killAgentsOf(dir) })
+	dev, restart := crashableLab(t, dir, localSpec, 3)
 	if code, raw := upload(t, dev, dev.admin, wasm, nil); code != http.StatusCreated {
 		t.Fatalf("upload: %d %s", code, raw)
 	}
@@ -74,7 +68,7 @@ func TestDevRestartsAfterKill9(t *testing.T) {
 		}
 		dev.kill(syscall.SIGKILL)
 		start := time.Now()
-		dev = startDev(t, dir, ports...) // fails the test if dev exits or is not ready
+		dev = restart() // fails the test if dev exits or is not ready
 		up += time.Since(start)
 		if now := kept(); !maps.Equal(now, first) {
 			// Only a port another listener took meanwhile is replaced.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,6 +25,21 @@ func killRunAgent(t *testing.T, dev *devProc, r runView) string {
 	}
 	t.Fatalf("no agent pid for node %q of run %s: %+v", r.Progress.Node, r.ID, st)
 	return ""
+}
+
+// crashableLab starts dev on dir at fixed ports (agents started before a
+// kill -9 of dev must find Temporal and S3 again at the same addresses)
+// with cluster lab from spec up, its agents' heartbeat timeout 5 s, and
+// checks it has nodes nodes. restart starts dev again on the same ports.
+func crashableLab(t *testing.T, dir, spec string, nodes int) (dev *devProc, restart func() *devProc) {
+	t.Helper()
+	ports := []string{"--temporal-port", freePortStr(t), "--api-port", freePortStr(t), "--s3-port", freePortStr(t), "--ui-port", freePortStr(t)}
+	dev = startDev(t, dir, ports...)
+	if out := cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", spec), "--heartbeat-timeout", "5s"); !strings.Contains(out, fmt.Sprintf("TOTAL (%d nodes", nodes)) {
+		t.Fatalf("cluster up: %s", out)
+	}
+	t.Cleanup(func() { killAgentsOf(dir) })
+	return dev, func() *devProc { return startDev(t, dir, ports...) }
 }
 
 // trained is the newest iteration a run finished: reported, or live in
@@ -53,15 +69,8 @@ func TestResumeAfterKillsIsExact(t *testing.T) {
 	}
 	t.Logf("uninterrupted (run train --local): %v", time.Since(start).Round(time.Millisecond))
 
-	dir := t.TempDir()
-	// Fixed ports: agents started before the dev crash must find Temporal and S3 again.
-	ports := []string{"--temporal-port", freePortStr(t), "--api-port", freePortStr(t), "--s3-port", freePortStr(t), "--ui-port", freePortStr(t)}
-	dev := startDev(t, dir, ports...)
 	// Three nodes: each agent kill takes one away for good.
-	if out := cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", localSpec), "--heartbeat-timeout", "5s"); !strings.Contains(out, "TOTAL (3 nodes") {
-		t.Fatalf("cluster up: %s", out)
-	}
-	t.Cleanup(func() { killAgentsOf(dir) })
+	dev, restart := crashableLab(t, t.TempDir(), localSpec, 3)
 	start = time.Now()
 	id := strings.TrimSpace(cli(t, dev, append([]string{"run", "train", "--cluster", "lab", "--detach"}, spec...)...))
 
@@ -75,7 +84,7 @@ func TestResumeAfterKillsIsExact(t *testing.T) {
 	r := waitRun(t, dev, id, 3*time.Minute, func(r runView) bool { return trained(r) >= 12 })
 	dev.kill(syscall.SIGKILL)
 	t.Logf("kill -9 of trainyard dev after iteration %d (checkpoint %d)", trained(r), r.Progress.Checkpoint)
-	dev = startDev(t, dir, ports...)
+	dev = restart()
 	r = waitRun(t, dev, id, 3*time.Minute, func(r runView) bool { return r.Status != "running" })
 	t.Logf("cluster run with three kills: %v; %d placements, %d lost segments, restores %+v",
 		time.Since(start).Round(time.Millisecond), r.Progress.Placements, r.Progress.Failures, r.Progress.Restores)

@@ -133,14 +133,7 @@ func assertLearned(t *testing.T, r runView) {
 func TestTrainCartPoleSurvivesAgentAndControlPlaneKill(t *testing.T) {
 	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
 	dir := t.TempDir()
-	// Fixed ports: agents started before the dev crash must find Temporal and S3 again.
-	ports := []string{"--temporal-port", freePortStr(t), "--api-port", freePortStr(t), "--s3-port", freePortStr(t), "--ui-port", freePortStr(t)}
-	dev := startDev(t, dir, ports...)
-	out := cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", twoNodeSpec), "--heartbeat-timeout", "5s")
-	if !strings.Contains(out, "TOTAL (2 nodes") {
-		t.Fatalf("cluster up: %s", out)
-	}
-	t.Cleanup(func() { killAgentsOf(dir) })
+	dev, restart := crashableLab(t, dir, twoNodeSpec, 2)
 	var rec struct {
 		ID string `json:"id"`
 	}
@@ -221,7 +214,7 @@ func TestTrainCartPoleSurvivesAgentAndControlPlaneKill(t *testing.T) {
 	before := waitRun(t, dev, id2, 2*time.Minute, func(r runView) bool { return r.Progress.Checkpoint >= 1 && r.Progress.State == "running" })
 	dev.kill(syscall.SIGKILL)
 	start := time.Now()
-	dev2 := startDev(t, dir, ports...)
+	dev2 := restart()
 	r2 := waitRun(t, dev2, id2, 4*time.Minute, func(r runView) bool { return r.Status != "running" })
 	assertLearned(t, r2)
 	// The agent outlives the control plane, so the segment in flight may

@@ -4,22 +4,18 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/trainyard/trainyard/sdk/go/envs/native"
 )
 
-// snapshotter is what the env under a ShapedVecEnv implements when its
-// state can be saved (VecEnv does through env_save/env_restore).
-type snapshotter interface {
-	Snapshot() ([]byte, error)
-	RestoreSnapshot(b []byte) error
-}
-
-// Snapshot saves the shaped env: the state of the env under it (nil when
+// Snapshot saves the shaped env: the state of the env under it (a
+// native.Snapshotter, as VecEnv is through env_save/env_restore; nil when
 // that env cannot save its state) followed by the observations the next
 // reward_batch takes as obs, n × obs_dim little-endian float32s. The
 // reward plugin itself is a pure function of its arguments and has no
 // state. With it a run with a reward plugin resumes bit for bit too.
 func (s *ShapedVecEnv) Snapshot() ([]byte, error) {
-	inner, ok := s.VecEnv.(snapshotter)
+	inner, ok := s.VecEnv.(native.Snapshotter)
 	if !ok {
 		return nil, nil
 	}
@@ -37,7 +33,7 @@ func (s *ShapedVecEnv) Snapshot() ([]byte, error) {
 
 // RestoreSnapshot puts back a state from Snapshot.
 func (s *ShapedVecEnv) RestoreSnapshot(b []byte) error {
-	inner, ok := s.VecEnv.(snapshotter)
+	inner, ok := s.VecEnv.(native.Snapshotter)
 	if !ok {
 		return fmt.Errorf("plugin %s: shaped env: restore: the env under it cannot restore a state", s.reward.label)
 	}
