@@ -183,6 +183,11 @@ func checkout(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The documents use the built-in plugins, which the binary under test
+	// carries only when make packed them before it was built.
+	if _, err := os.Stat(filepath.Join(root, "plugins", "builtin", "wasm", "index.json")); err != nil {
+		t.Fatalf("no built-in plugins to embed (%v): run `make builtin-plugins` (make test does)", err)
+	}
 	dir := t.TempDir()
 	entries, err := os.ReadDir(root)
 	if err != nil {

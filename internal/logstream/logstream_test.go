@@ -221,7 +221,7 @@ func TestFollowSeesEachLineWithinAFlush(t *testing.T) {
 		worst = max(worst, got.Sub(at))
 	}
 	t.Logf("worst line latency %v (flush every %v, poll %v)", worst, every, poll)
-	if limit := every + poll + time.Second; worst > limit {
+	if limit := every + poll + 3*time.Second; worst > limit { // margin for -race on a loaded machine
 		t.Errorf("a line took %v to be followed, want <= %v", worst, limit)
 	}
 }

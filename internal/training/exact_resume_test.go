@@ -58,7 +58,9 @@ func TestKilledRunResumesExactly(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				return &Runner{Plugins: rt, Modules: Modules{sha: tc.wasm}, Checkpoints: ck}
+				r := &Runner{Plugins: rt, Modules: Modules{sha: tc.wasm}, Checkpoints: ck}
+				t.Cleanup(r.Close) // before rt closes
+				return r
 			}
 			// train runs segments as the Train workflow does and kills the
 			// run once, after iteration kill (0: never): mid-segment (the

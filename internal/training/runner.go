@@ -137,20 +137,37 @@ func (s *session) close() {
 // take removes a run's session (and any idle ones) from the cache.
 func (r *Runner) take(run string) *session {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	ttl := r.IdleTTL
 	if ttl <= 0 {
 		ttl = 30 * time.Minute
 	}
+	var expired []*session
 	for id, s := range r.live {
 		if time.Since(s.used) > ttl {
-			s.close()
+			expired = append(expired, s)
 			delete(r.live, id)
 		}
 	}
 	s := r.live[run]
 	delete(r.live, run)
+	r.mu.Unlock()
+	// Closing waits for a run-ahead's iteration in flight: not under the lock.
+	for _, e := range expired {
+		e.close()
+	}
 	return s
+}
+
+// Close drops every in-memory learner, waiting for their run-aheads: an
+// agent that stops, or a test whose plugin runtime closes next.
+func (r *Runner) Close() {
+	r.mu.Lock()
+	live := r.live
+	r.live = nil
+	r.mu.Unlock()
+	for _, s := range live {
+		s.close()
+	}
 }
 
 func (r *Runner) put(run string, s *session) {

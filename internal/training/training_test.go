@@ -112,6 +112,7 @@ func TestPPOConfigKnobs(t *testing.T) {
 }
 
 type fixture struct {
+	t       *testing.T
 	store   *pluginstore.Store
 	rt      *pluginhost.Runtime
 	ckpts   *checkpoint.Store
@@ -127,7 +128,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close(ctx) })
-	f := &fixture{store: pluginstore.New(bucket), rt: rt,
+	f := &fixture{t: t, store: pluginstore.New(bucket), rt: rt,
 		ckpts: checkpoint.New(bucket, checkpoint.Options{Prefix: "ckpt-" + strings.ReplaceAll(t.Name(), "/", "-")})}
 	for _, p := range []struct {
 		dst  *string
@@ -146,8 +147,12 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
+// runner is a node's Runner; its learners (and their run-aheads) are
+// dropped before the fixture's plugin runtime closes.
 func (f *fixture) runner() *Runner {
-	return &Runner{Plugins: f.rt, Store: f.store, Checkpoints: f.ckpts}
+	r := &Runner{Plugins: f.rt, Store: f.store, Checkpoints: f.ckpts}
+	f.t.Cleanup(r.Close)
+	return r
 }
 
 // TestSegmentsCheckpointAndResumeElsewhere: segments continue in memory on
