@@ -87,7 +87,7 @@ func (s *Server) registerSweeps() {
 		}
 		spec = spec.Normalized(env.Metadata.Name)
 		if spec.Search == sweep.SearchRandom && spec.SearchSeed == 0 {
-			spec.SearchSeed = rand.Uint64() | 1 // recorded in the spec: the workflow draws the same trials
+			spec.SearchSeed = rand.Uint64N(1<<53) | 1 // recorded in the spec: the workflow draws the same trials; exact in JSON numbers
 		}
 		if err := sweep.ValidateTrials(spec, env.Metadata.Name); err != nil {
 			return nil, fieldErrors("invalid sweep", err)

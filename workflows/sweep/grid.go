@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -157,7 +158,8 @@ func TrialSpec(base training.Spec, p Params) (training.Spec, error) {
 	s := base
 	if s.Algorithm == training.AlgorithmCommand {
 		s.Command = slices.Clone(base.Command)
-		for k, v := range p {
+		for _, k := range slices.Sorted(maps.Keys(p)) { // the same first error every time
+			v := p[k]
 			ph := "{" + k + "}"
 			used := false
 			for i, a := range s.Command {
@@ -176,7 +178,8 @@ func TrialSpec(base training.Spec, p Params) (training.Spec, error) {
 	for k, v := range base.Hyperparameters {
 		hp[k] = v
 	}
-	for k, v := range p {
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		v := p[k]
 		if !slices.Contains(Knobs, k) {
 			hp[k] = v
 			continue

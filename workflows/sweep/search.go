@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -145,7 +146,8 @@ func validateSearch(spec SweepSpec) []*training.FieldError {
 		if spec.NumSamples < 1 {
 			errs = append(errs, &training.FieldError{Field: "num_samples", Reason: fmt.Sprintf("random search needs 1..%d samples", MaxTrials)})
 		}
-		for k, d := range spec.ParamSpace {
+		for _, k := range slices.Sorted(maps.Keys(spec.ParamSpace)) { // errors in a stable order
+			d := spec.ParamSpace[k]
 			if _, ok := spec.Grid[k]; ok {
 				errs = append(errs, &training.FieldError{Field: "param_space." + k, Reason: "also in grid: give it one or the other"})
 			}
@@ -156,8 +158,8 @@ func validateSearch(spec SweepSpec) []*training.FieldError {
 	default:
 		errs = append(errs, &training.FieldError{Field: "search", Reason: fmt.Sprintf("%q: want grid or random", spec.Search)})
 	}
-	for k, vs := range spec.Grid {
-		if len(vs) == 0 {
+	for _, k := range slices.Sorted(maps.Keys(spec.Grid)) {
+		if vs := spec.Grid[k]; len(vs) == 0 {
 			errs = append(errs, &training.FieldError{Field: "grid." + k, Reason: "needs at least one value"})
 		}
 	}
