@@ -123,7 +123,11 @@ func allowed(from, to string, test bool) bool {
 		return to == "sdk" || to == "plugins"
 	case "internal":
 		return to == "sdk" || to == "policies" || to == "internal" || test
-	default: // api, workflows, cmd: everything of ours
+	case "workflows": // data flows cmd → api → workflows: never back up
+		return to != "api" && to != "cmd"
+	case "api":
+		return to != "cmd"
+	default: // cmd, and the top-level folders below it: everything of ours
 		return true
 	}
 }

@@ -24,6 +24,9 @@ func TestViolations(t *testing.T) {
 		{Package{Path: m + "internal/training", Imports: []string{m + "workflows/train"}}, []string{"internal/training imports workflows/train"}},
 		{Package{Path: m + "internal/e2e", TestImports: []string{m + "api", m + "plugins/arithmetic/problem"}}, nil},
 		{Package{Path: m + "cmd/trainyard", Imports: []string{m + "api", m + "internal/pluginhost", m + "plugins/builtin"}}, nil},
+		{Package{Path: m + "workflows/train", Imports: []string{m + "api"}}, []string{"workflows/train imports api"}},
+		{Package{Path: m + "api", Imports: []string{m + "cmd/trainyard"}}, []string{"api imports cmd/trainyard"}},
+		{Package{Path: m + "api", Imports: []string{m + "workflows/train", m + "internal/auth", m + "policies"}}, nil},
 	} {
 		if got := Violations(tc.p); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.p.Path, got, tc.want)
