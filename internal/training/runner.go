@@ -227,7 +227,9 @@ func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(
 			st = s.step(ctx)
 		}
 		if s.penv != nil { // the iteration's plugin calls as one span under the segment's
-			pluginhost.RecordSteps(ctx, st.calls, attribute.Int64("trainyard.training.iteration", st.iteration))
+			// At their real times: a run-ahead iteration's precede the segment.
+			pluginhost.RecordSteps(ctx, st.calls, attribute.Int64("trainyard.training.iteration", st.iteration),
+				attribute.Bool("trainyard.training.ahead", i < len(ahead)))
 		}
 		if st.err != nil {
 			return res, fmt.Errorf("run %s iteration %d: %w", in.RunID, st.iteration, classify(st.err))
