@@ -188,15 +188,11 @@ func pluginModule(ctx context.Context, cf *clientFlags, ref string) ([]byte, err
 	} else if derr = c.Do(ctx, http.MethodGet, "/v1/plugins/"+url.PathEscape(ref)+"/module", nil, "", &wasm); derr == nil {
 		return wasm, nil
 	}
-	fsys := builtin.FS()
-	set, err := pluginstore.Builtins(fsys)
-	if err != nil {
-		return nil, err
+	wasm, berr := pluginstore.BuiltinModule(builtin.FS(), ref)
+	if berr != nil {
+		return nil, fmt.Errorf("%s is not a readable file (%v), an uploaded plugin (%v) or a built-in one (%w)", ref, ferr, derr, berr)
 	}
-	if b, ok := pluginstore.FindBuiltin(set, ref); ok {
-		return b.Module(fsys)
-	}
-	return nil, fmt.Errorf("%s is not a readable file (%v), an uploaded plugin (%v) or a built-in one", ref, ferr, derr)
+	return wasm, nil
 }
 
 func remoteRun(ctx context.Context, cf *clientFlags, ref string, envsN, steps int, seed uint64) error {
