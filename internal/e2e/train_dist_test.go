@@ -172,3 +172,93 @@ func TestTrainDistributedRolloutsSurviveWorkerKill(t *testing.T) {
 	t.Logf("distributed run %s: %d iterations, %v wall; worker %d placements %d (%s)", id, len(v.Progress.Metrics),
 		time.Since(start).Round(time.Millisecond), victimWorker, w.Placements, fmt.Sprint(w.Reason))
 }
+
+// gangSpec: two CPU nodes of 2 CPUs each.
+const gangSpec = `
+name: gang
+defaults:
+  provider: local
+  provisioner: {kind: local}
+nodes:
+  - {name: node-a, resources: {cpus: 2}}
+  - {name: node-b, resources: {cpus: 2}}
+`
+
+// TestDistributedRunIsOneGang: a distributed run's trainer and rollout
+// workers are placed all or nothing. With a job holding most of node-a,
+// the trainer (0.5 CPU) and one worker (1 CPU) would fit on node-b but
+// the second worker would not: the run waits whole, holding nothing, its
+// workers listed as waiting with the gang's reason. Once the job ends the
+// three are placed together, spread over both nodes.
+func TestDistributedRunIsOneGang(t *testing.T) {
+	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
+	dev := placementDev(t, "gang", gangSpec)
+	if code, raw := upload(t, dev, dev.admin, wasm, nil); code != http.StatusCreated {
+		t.Fatalf("upload: %d %s", code, raw)
+	}
+	g := gate{t.TempDir()}
+	blocker := oneRole("gang", "job", "", 0, g.cmd("stop-blocker"))
+	blocker["roles"].([]any)[0].(map[string]any)["cpus"] = 1.6
+	job := workJob(t, dev, blocker)
+	waitJob(t, dev, job, "running", running)
+
+	var ref struct {
+		ID string `json:"id"`
+	}
+	code, _, raw := dev.call("POST", "/v1/runs", dev.admin,
+		`{"cluster":"gang","env":"CartPole-v1","iterations":100000,"seed":1,"rollout_workers":2,"envs_per_worker":2,"cpus":0.5,"rollout_cpus":1}`, &ref)
+	if code != http.StatusCreated {
+		t.Fatalf("submit: %d %s", code, raw)
+	}
+	get := func() distView {
+		var v distView
+		if code, _, raw := dev.call("GET", "/v1/runs/"+ref.ID, dev.admin, nil, &v); code != 200 {
+			t.Fatalf("get run: %d %s", code, raw)
+		}
+		return v
+	}
+	var v distView
+	waitFor(t, func() bool {
+		v = get()
+		return v.Progress.State == "waiting" && len(v.Progress.RolloutWorkers) == 2
+	})
+	// Still whole after several placement attempts (one every 2 s).
+	time.Sleep(5 * time.Second)
+	v = get()
+	var st clusterStatus
+	dev.call("GET", "/v1/clusters/gang", dev.admin, nil, &st)
+	for _, n := range st.Nodes {
+		for _, j := range n.Jobs {
+			if strings.HasPrefix(j, ref.ID) {
+				t.Fatalf("the waiting run holds part of the cluster (%s on %s): %+v", j, n.Name, v.Progress)
+			}
+		}
+	}
+	if v.Progress.State != "waiting" || v.Progress.Node != "" {
+		t.Fatalf("run placed in part: %+v", v.Progress)
+	}
+	for _, w := range v.Progress.RolloutWorkers {
+		if w.State != "waiting" || !strings.Contains(w.Reason, "one gang") || w.Placements != 0 {
+			t.Fatalf("worker %d while the gang waits: %+v", w.Worker, w)
+		}
+	}
+
+	g.open(t, "stop-blocker")
+	waitFor(t, func() bool {
+		v = get()
+		return v.Progress.State == "running" && v.Progress.RolloutWorkers[0].State == "running" && v.Progress.RolloutWorkers[1].State == "running"
+	})
+	nodes := map[string]bool{v.Progress.Node: true}
+	for _, w := range v.Progress.RolloutWorkers {
+		nodes[w.Node] = true
+		if w.Placements != 1 {
+			t.Fatalf("worker %d: %+v", w.Worker, w)
+		}
+	}
+	if len(nodes) != 2 {
+		t.Fatalf("trainer on %s, workers %+v: want the gang spread over both nodes", v.Progress.Node, v.Progress.RolloutWorkers)
+	}
+	if code, _, raw := dev.call("POST", "/v1/runs/"+ref.ID+"/cancel", dev.admin, nil, nil); code != http.StatusAccepted {
+		t.Fatalf("cancel: %d %s", code, raw)
+	}
+}

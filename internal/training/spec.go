@@ -287,10 +287,23 @@ func (s Spec) LearnerEnvs() int {
 // rollout workers in-process (the built-in learner needs no GPU; a command
 // gets the GPUs it asks for).
 // With rollout_workers, the rollout workers are a role of their own.
-func (s Spec) WorkSpec(id string) workspec.Spec {
-	ws := s.TrainerWork(id, workspec.KindTraining)
+func (s Spec) WorkSpec(id string) workspec.Spec { return s.RunWork(id, workspec.KindTraining) }
+
+// RunGroup is the colocation group of a distributed run's roles.
+const RunGroup = "run"
+
+// RunWork is the whole run's work description (kind training, or
+// sweep-trial): with rollout_workers, the trainer and its rollout workers
+// are one gang, spread over as many nodes as fit (a node's death then
+// costs fewer roles).
+func (s Spec) RunWork(id, kind string) workspec.Spec {
+	ws := s.TrainerWork(id, kind)
 	if s.Distributed() {
 		ws.Roles = append(ws.Roles, workspec.Role{Name: workspec.RoleRolloutWorker, Count: s.RolloutWorkers, CPUs: s.RolloutCPUs, MemoryMB: s.MemoryMB})
+		for i := range ws.Roles {
+			ws.Roles[i].Group = RunGroup
+		}
+		ws.Groups = []workspec.Group{{Name: RunGroup, Strategy: workspec.Spread}}
 	}
 	return ws
 }

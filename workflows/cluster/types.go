@@ -6,6 +6,9 @@ package cluster
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/trainyard/trainyard/internal/cluster/spec"
@@ -116,6 +119,8 @@ type Heartbeat struct {
 // Release returns a job's allocation.
 type Release struct {
 	JobID string `json:"job_id"`
+	// Also are more jobs released with it (a split gang given back whole).
+	Also []string `json:"also,omitempty"`
 }
 
 // AllocateRequest asks for resources on one node.
@@ -141,6 +146,33 @@ type AllocateRequest struct {
 	// PolicyWait, when set, is why admission (with the live usage) makes
 	// the work wait: it is queued with that reason and not placed.
 	PolicyWait string `json:"policy_wait,omitempty"`
+	// Split, for a gang placed all-or-nothing whose instances then live
+	// apart (a distributed run's trainer and rollout workers), holds
+	// each listed instance ("role#i") as a job of its own: released,
+	// re-placed and counted in the ledger under that job and kind, so one
+	// instance's loss gives back only its share.
+	Split map[string]SplitJob `json:"split,omitempty"`
+}
+
+// SplitJob is the job one instance of a split gang is held as.
+type SplitJob struct {
+	JobID string `json:"job_id"`
+	Kind  string `json:"kind"`
+}
+
+// InstanceKey names a role instance in AllocateRequest.Split.
+func InstanceKey(role string, instance int) string { return fmt.Sprintf("%s#%d", role, instance) }
+
+// Jobs are the job ids an allocation request holds: its own and its
+// split instances', in a fixed order.
+func (r AllocateRequest) Jobs() []string {
+	out := []string{r.JobID}
+	for _, k := range slices.Sorted(maps.Keys(r.Split)) {
+		if id := r.Split[k].JobID; id != r.JobID {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // Assigned is one role instance's place.

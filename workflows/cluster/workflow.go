@@ -99,7 +99,7 @@ func Workflow(ctx workflow.Context, st State) error {
 		sel.AddReceive(releases, func(ch workflow.ReceiveChannel, _ bool) {
 			var r Release
 			ch.Receive(ctx, &r)
-			c.release(workflow.Now(ctx), r.JobID)
+			c.releaseAll(workflow.Now(ctx), r)
 		})
 		if timer == nil {
 			timer = workflow.NewTimer(ctx, tick)
@@ -181,7 +181,7 @@ func (c *controller) takeBuffered(ctx workflow.Context) {
 		if !c.releases.ReceiveAsync(&r) {
 			break
 		}
-		c.release(workflow.Now(ctx), r.JobID)
+		c.releaseAll(workflow.Now(ctx), r)
 	}
 }
 
@@ -438,6 +438,14 @@ func (c *controller) checkHealth(now time.Time) {
 	}
 }
 
+// releaseAll gives back the jobs a release names.
+func (c *controller) releaseAll(now time.Time, r Release) {
+	c.release(now, r.JobID)
+	for _, j := range r.Also {
+		c.release(now, j)
+	}
+}
+
 // release gives back everything a work holds and ends its ledger records.
 func (c *controller) release(now time.Time, job string) {
 	for _, name := range c.st.Order {
@@ -485,7 +493,7 @@ func (c *controller) liftHolds(job string) {
 // A work description is placed whole, after the waiting work that goes
 // before it (queue order: priority plus the starvation boost, then age).
 func (c *controller) allocate(now time.Time, req AllocateRequest) (Allocation, error) {
-	if a, ok := c.held(req.JobID); ok { // idempotent for retried requests
+	if a, ok := c.held(req.Jobs()...); ok { // idempotent for retried requests
 		return a, nil
 	}
 	pp, err := placementParams(req)
@@ -527,15 +535,21 @@ func (c *controller) allocate(now time.Time, req AllocateRequest) (Allocation, e
 	delete(c.st.Queue, req.JobID)
 	c.commit(now, work, req, p.Assignments)
 	c.st.Ledger.Prune(now, max(pp.QuotaWindow(), 24*time.Hour))
-	a, _ := c.held(req.JobID)
+	a, _ := c.held(req.Jobs()...)
 	return a, nil
 }
 
 // commit records a placement on its nodes and opens its ledger records.
 // One-instance work keeps the work id as its key (releases and retried
-// requests find it by that); a gang's instances are keyed work/role#i.
+// requests find it by that); a gang's instances are keyed work/role#i,
+// or, split, by their own job ids.
 func (c *controller) commit(now time.Time, w scheduler.Work, req AllocateRequest, as []scheduler.Assignment) {
 	for _, a := range as {
+		workID, kind := w.ID, w.Spec.Kind
+		split, isSplit := req.Split[InstanceKey(a.Role, a.Instance)]
+		if isSplit {
+			workID, kind = split.JobID, split.Kind
+		}
 		n := c.st.Nodes[a.Node]
 		u := Usage{CPUs: a.CPUs, MemoryMB: a.MemoryMB, GPUShare: req.GPUShare}
 		var held float64
@@ -548,8 +562,11 @@ func (c *controller) commit(now time.Time, w scheduler.Work, req AllocateRequest
 		}
 		key := req.JobID
 		if req.Work != nil {
-			u.Work, u.Role, u.Instance, u.Labels = w.ID, a.Role, a.Instance, a.Labels
-			if len(as) > 1 {
+			u.Work, u.Role, u.Instance, u.Labels = workID, a.Role, a.Instance, a.Labels
+			switch {
+			case isSplit:
+				key = workID
+			case len(as) > 1:
 				key = fmt.Sprintf("%s/%s#%d", w.ID, a.Role, a.Instance)
 			}
 		}
@@ -559,20 +576,21 @@ func (c *controller) commit(now time.Time, w scheduler.Work, req AllocateRequest
 		n.Allocated[key] = u
 		n.Health = Healthy
 		c.st.Ledger.Open(ledger.Entry{
-			WorkID: w.ID, Config: w.Spec.Config, Kind: w.Spec.Kind, Role: a.Role, Node: a.Node, Provider: n.Spec.Provider,
+			WorkID: workID, Config: w.Spec.Config, Kind: kind, Role: a.Role, Node: a.Node, Provider: n.Spec.Provider,
 			NodeVRAMMB: n.Reported.TotalVRAMMB(), GPUs: held, Start: now,
 		})
 	}
 }
 
-// held is the allocation a work already holds, if any.
-func (c *controller) held(work string) (Allocation, bool) {
+// held is the allocation works already hold (a split gang's jobs
+// together), if any.
+func (c *controller) held(works ...string) (Allocation, bool) {
 	var out Allocation
 	for _, name := range c.st.Order {
 		n := c.st.Nodes[name]
 		keys := make([]string, 0, len(n.Allocated))
 		for k, u := range n.Allocated {
-			if k == work || u.Work == work {
+			if slices.Contains(works, k) || slices.Contains(works, u.Work) {
 				keys = append(keys, k)
 			}
 		}

@@ -46,7 +46,7 @@ func giveBack(ctx workflow.Context, pl Placement) {
 		return
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	_ = workflow.SignalExternalWorkflow(dctx, cluster.WorkflowID(pl.Cluster), "", cluster.SignalRelease, cluster.Release{JobID: pl.Request.JobID}).Get(dctx, nil)
+	_ = workflow.SignalExternalWorkflow(dctx, cluster.WorkflowID(pl.Cluster), "", cluster.SignalRelease, cluster.Release{JobID: pl.Request.JobID, Also: pl.Request.Jobs()[1:]}).Get(dctx, nil)
 }
 
 // Report is a Placement.Waiting that records the wait in a progress's

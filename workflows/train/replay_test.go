@@ -12,9 +12,15 @@ import (
 //     paused after its first checkpoint and resumed;
 //   - history-stopped.json: a sweep trial (report_progress) that signalled
 //     its parent after each segment and was stopped by ASHA at rung 6 (a
-//     stop signal with the reason, then cancellation): it ends stopped.
+//     stop signal with the reason, then cancellation): it ends stopped;
+//   - history-distributed-v0.json: a distributed run (2 rollout workers,
+//     3 nodes, 6 iterations) from before the gang: the trainer and each
+//     worker placed one by one;
+//   - history-distributed.json: the same run placed as one gang
+//     (version distributed-gang).
 func TestReplay(t *testing.T) {
-	for _, file := range []string{"testdata/history.json", "testdata/history-stopped.json"} {
+	for _, file := range []string{"testdata/history.json", "testdata/history-stopped.json",
+		"testdata/history-distributed-v0.json", "testdata/history-distributed.json"} {
 		t.Run(file, func(t *testing.T) { replaytest.Replay(t, Workflow, Name, file) })
 	}
 }

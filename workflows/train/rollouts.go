@@ -37,21 +37,18 @@ type fleet struct {
 	fatal     error
 }
 
-// start launches one coroutine per worker slot.
-func (f *fleet) start(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress) {
-	if len(p.RolloutWorkers) != spec.RolloutWorkers {
-		p.RolloutWorkers = make([]RolloutWorker, spec.RolloutWorkers)
-		for w := range p.RolloutWorkers {
-			p.RolloutWorkers[w] = RolloutWorker{Worker: w, State: "waiting"}
-		}
-	}
+// start launches one coroutine per worker slot; placed are the workers
+// placed with the trainer (its gang), the others place themselves.
+func (f *fleet) start(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress, placed map[int]cluster.Allocation) {
+	p.rolloutSlots(spec.RolloutWorkers)
 	wctx, cancel := workflow.WithCancel(ctx)
 	f.cancel = cancel
 	for w := range spec.RolloutWorkers {
 		f.alive++
 		workflow.Go(wctx, func(ctx workflow.Context) {
 			defer func() { f.alive-- }()
-			f.run(ctx, in, spec, p, w)
+			a, ok := placed[w]
+			f.run(ctx, in, spec, p, w, a, ok)
 		})
 	}
 }
@@ -85,15 +82,30 @@ func (f *fleet) fail(err error) {
 	}
 }
 
+// rolloutSlots lists k rollout workers, waiting, unless they are listed.
+func (p *RunProgress) rolloutSlots(k int) {
+	if len(p.RolloutWorkers) != k {
+		p.RolloutWorkers = make([]RolloutWorker, k)
+		for w := range p.RolloutWorkers {
+			p.RolloutWorkers[w] = RolloutWorker{Worker: w, State: "waiting"}
+		}
+	}
+}
+
 func rolloutJobID(run string, w int) string { return fmt.Sprintf("%s/rollout-%d", run, w) }
 
-// run keeps worker w placed and running until ctx is cancelled.
-func (f *fleet) run(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress, w int) {
+// run keeps worker w placed and running until ctx is cancelled; it
+// starts on a when placed (the gang placed it), else places itself.
+func (f *fleet) run(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress, w int, a cluster.Allocation, placed bool) {
 	rw := &p.RolloutWorkers[w]
 	jobID := rolloutJobID(in.RunID, w)
 	maxFailures := in.MaxFailures
 	for {
-		a, err := f.allocate(ctx, in, spec, p, w)
+		var err error
+		if !placed {
+			a, err = f.allocate(ctx, in, spec, p, w)
+		}
+		placed = false
 		if err != nil {
 			if ctx.Err() == nil {
 				f.fail(fmt.Errorf("rollout worker %d: %s", w, job.Reason(err)))

@@ -279,8 +279,16 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			}
 			p.Reason = ""
 		}
+		var placed map[int]cluster.Allocation
 		if alloc == nil {
-			a, err := allocate(ctx, in, spec, p, left)
+			var a cluster.Allocation
+			var err error
+			// Versioned: older histories placed each role on its own.
+			if spec.Distributed() && fl.cancel == nil && workflow.GetVersion(ctx, "distributed-gang", workflow.DefaultVersion, 1) == 1 {
+				a, placed, err = placeGang(ctx, in, spec, p, left)
+			} else {
+				a, err = allocate(ctx, in, spec, p, left)
+			}
 			if err != nil {
 				return end("failed", err)
 			}
@@ -290,7 +298,7 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			p.Nodes = append(p.Nodes, a.Node)
 		}
 		if spec.Distributed() && fl.cancel == nil {
-			fl.start(ctx, in, spec, p)
+			fl.start(ctx, in, spec, p, placed)
 		}
 		p.State = "running"
 		if spec.Algorithm == training.AlgorithmCommand {
@@ -417,13 +425,62 @@ func allocate(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress
 	})
 }
 
+// placeGang places a distributed run whole: the trainer and every rollout
+// worker, all or nothing (a run never holds part of the cluster while it
+// waits for the rest). Each instance is then held as a job of its own,
+// the trainer as the run and worker w as rolloutJobID, so a lost worker
+// or trainer is placed again alone. It returns the trainer's allocation
+// and each worker's.
+func placeGang(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress, avoid []string) (cluster.Allocation, map[int]cluster.Allocation, error) {
+	p.rolloutSlots(spec.RolloutWorkers)
+	kind := runKind(in)
+	ws := spec.RunWork(in.RunID, kind)
+	split := map[string]cluster.SplitJob{cluster.InstanceKey(workspec.RoleTrainer, 0): {JobID: in.RunID, Kind: kind}}
+	for w := range spec.RolloutWorkers {
+		split[cluster.InstanceKey(workspec.RoleRolloutWorker, w)] = cluster.SplitJob{JobID: rolloutJobID(in.RunID, w), Kind: workspec.KindRollout}
+	}
+	a, err := job.Place(ctx, job.Placement{
+		Cluster:  spec.Cluster,
+		Request:  cluster.AllocateRequest{JobID: in.RunID, CPUs: spec.CPUs, GPUs: spec.GPUs, MemoryMB: spec.MemoryMB, Work: &ws, Split: split},
+		Exclude:  func() []string { return avoid },
+		Fallback: func(error) bool { avoid = nil; return true },
+		Grace:    in.InfeasibleGrace, What: "this training run",
+		Waiting: func(why string, infeasible bool) {
+			job.Report(ctx, &p.State, &p.Reason, &p.WaitingSince)(why, infeasible)
+			for w := range p.RolloutWorkers {
+				p.RolloutWorkers[w].State, p.RolloutWorkers[w].Reason = p.State, "placed with the trainer, as one gang: "+why
+			}
+		},
+	})
+	if err != nil {
+		return a, nil, err
+	}
+	var trainer cluster.Allocation
+	workers := map[int]cluster.Allocation{}
+	for _, as := range a.Assignments {
+		one := cluster.Allocation{Node: as.Node, Queue: as.Queue, GPUs: as.GPUs}
+		switch as.Role {
+		case workspec.RoleTrainer:
+			trainer = one
+		case workspec.RoleRolloutWorker:
+			workers[as.Instance] = one
+		}
+	}
+	return trainer, workers, nil
+}
+
+// runKind is the kind the run's trainer is placed as: a sweep's trial
+// keeps the kind it was reserved under.
+func runKind(in Input) string {
+	if in.SweepTrial {
+		return workspec.KindSweepTrial
+	}
+	return workspec.KindTraining
+}
+
 // trainerWork is the trainer's work description; a sweep's trial keeps
 // the kind it was reserved under.
 func trainerWork(in Input, spec training.Spec) *workspec.Spec {
-	kind := workspec.KindTraining
-	if in.SweepTrial {
-		kind = workspec.KindSweepTrial
-	}
-	ws := spec.TrainerWork(in.RunID, kind)
+	ws := spec.TrainerWork(in.RunID, runKind(in))
 	return &ws
 }
