@@ -6,13 +6,38 @@ package trainyard.admission
 
 import rego.v1
 
-# Exact config names win over glob patterns such as square8_*.
+# Exact config names win over glob patterns such as square8_* ("_" is
+# the delimiter: * matches within one part of the name).
 quota := q if {
 	q := params.config_quotas[input.work.config]
 } else := q if {
-	matches := [v | some pattern, v in params.config_quotas; contains(pattern, "*"); glob.match(pattern, ["_"], input.work.config)]
+	matches := [v | some pattern, v in params.config_quotas; config_matches(pattern, input.work.config)]
 	count(matches) > 0
 	q := min(matches)
+}
+
+# A pattern whose only wildcard is a trailing * (square8_*, the usual
+# form) is a prefix followed by one part: matched with string builtins,
+# because OPA's Wasm glob.match compiles its pattern on every call (it
+# tripled the cost of a decision). Other patterns go to glob.match.
+config_matches(pattern, config) if {
+	prefix_pattern(pattern)
+	prefix := trim_suffix(pattern, "*")
+	startswith(config, prefix)
+	not contains(substring(config, count(prefix), -1), "_")
+}
+
+config_matches(pattern, config) if {
+	contains(pattern, "*")
+	not prefix_pattern(pattern)
+	glob.match(pattern, ["_"], config)
+}
+
+prefix_pattern(pattern) if {
+	endswith(pattern, "*")
+	every c in ["*", "?", "[", "{", "\\"] {
+		not contains(trim_suffix(pattern, "*"), c)
+	}
 }
 
 # The config's share of the window's Tier-1 GPU time: its GPU seconds over

@@ -27,6 +27,27 @@ test_quota_lookup_table if {
 	not admission.quota with input as {"work": {"config": "hexagonal_5p"}}
 }
 
+matches(pattern, config) if admission.config_matches(pattern, config)
+
+else := false
+
+# The prefix fast path matches exactly what glob.match with "_" as the
+# delimiter matches, and other patterns still go to glob.match.
+test_config_patterns_match_as_glob if {
+	cases := [
+		["square8_*", "square8_2p"], ["square8_*", "square8_"], ["square8_*", "square8_2p_x"],
+		["square8_*", "square8"], ["square8_*", "square19_2p"], ["square*", "square8"],
+		["*_2p", "hex8_2p"], ["*_2p", "hex8_3p"], ["sq?are8_*", "square8_4p"], ["hex[89]_*", "hex9_2p"],
+		["*", "hexagonal_2p"], ["*", "zelda"],
+	]
+	every c in cases {
+		matches(c[0], c[1]) == glob.match(c[0], ["_"], c[1])
+	}
+	not admission.config_matches("square8_*", "square8_2p_x")
+	admission.config_matches("square8_*", "square8_2p")
+	admission.config_matches("*_2p", "hex8_2p")
+}
+
 test_hexagonal_4p_within_quota_allowed if {
 	admission.allow with input as {"work": training_job, "cluster": fleet, "usage": usage("hexagonal_4p", 0.25 * day_tier1)}
 }
