@@ -453,6 +453,9 @@ func placeGang(ctx workflow.Context, in Input, spec training.Spec, p *RunProgres
 		},
 	})
 	if err != nil {
+		for w := range p.RolloutWorkers {
+			p.RolloutWorkers[w].State = "stopped"
+		}
 		return a, nil, err
 	}
 	var trainer cluster.Allocation
