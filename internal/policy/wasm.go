@@ -687,7 +687,7 @@ func (vm *wasmVM) builtin(ctx context.Context, id uint32, argAddrs []uint32) uin
 			key = fmt.Appendf(key, "%d\x00%d\x00%s\x00", id, len(text), text)
 		}
 	}
-	if m, ok := vm.memo[string(key)]; ok && bi.pure {
+	if m, ok := vm.memo[string(key)]; ok && bi.pure { // only pure results are kept
 		return vm.builtinResult(ctx, bi.name, m)
 	}
 	args := make([]*ast.Term, len(argAddrs))

@@ -415,13 +415,20 @@ func moveOffDrained(ctx workflow.Context, p *RunProgress, reason string, progres
 // take fails after the grace period. The nodes in avoid are asked around
 // once: when no other node can take the run, they are better than waiting.
 func allocate(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress, avoid []string) (cluster.Allocation, error) {
+	ws := spec.TrainerWork(in.RunID, runKind(in))
+	return placeRun(ctx, in, spec, avoid, &ws, nil, job.Report(ctx, &p.State, &p.Reason, &p.WaitingSince))
+}
+
+// placeRun asks for the run's work (the trainer, or its whole gang with
+// split) until it is placed, asking around avoid first.
+func placeRun(ctx workflow.Context, in Input, spec training.Spec, avoid []string, ws *workspec.Spec, split map[string]cluster.SplitJob, waiting func(string, bool)) (cluster.Allocation, error) {
 	return job.Place(ctx, job.Placement{
 		Cluster:  spec.Cluster,
-		Request:  cluster.AllocateRequest{JobID: in.RunID, CPUs: spec.CPUs, GPUs: spec.GPUs, MemoryMB: spec.MemoryMB, Work: trainerWork(in, spec)},
+		Request:  cluster.AllocateRequest{JobID: in.RunID, CPUs: spec.CPUs, GPUs: spec.GPUs, MemoryMB: spec.MemoryMB, Work: ws, Split: split},
 		Exclude:  func() []string { return avoid },
 		Fallback: func(error) bool { avoid = nil; return true },
 		Grace:    in.InfeasibleGrace, What: "this training run",
-		Waiting: job.Report(ctx, &p.State, &p.Reason, &p.WaitingSince),
+		Waiting: waiting,
 	})
 }
 
@@ -439,18 +446,12 @@ func placeGang(ctx workflow.Context, in Input, spec training.Spec, p *RunProgres
 	for w := range spec.RolloutWorkers {
 		split[cluster.InstanceKey(workspec.RoleRolloutWorker, w)] = cluster.SplitJob{JobID: rolloutJobID(in.RunID, w), Kind: workspec.KindRollout}
 	}
-	a, err := job.Place(ctx, job.Placement{
-		Cluster:  spec.Cluster,
-		Request:  cluster.AllocateRequest{JobID: in.RunID, CPUs: spec.CPUs, GPUs: spec.GPUs, MemoryMB: spec.MemoryMB, Work: &ws, Split: split},
-		Exclude:  func() []string { return avoid },
-		Fallback: func(error) bool { avoid = nil; return true },
-		Grace:    in.InfeasibleGrace, What: "this training run",
-		Waiting: func(why string, infeasible bool) {
-			job.Report(ctx, &p.State, &p.Reason, &p.WaitingSince)(why, infeasible)
-			for w := range p.RolloutWorkers {
-				p.RolloutWorkers[w].State, p.RolloutWorkers[w].Reason = p.State, "placed with the trainer, as one gang: "+why
-			}
-		},
+	report := job.Report(ctx, &p.State, &p.Reason, &p.WaitingSince)
+	a, err := placeRun(ctx, in, spec, avoid, &ws, split, func(why string, infeasible bool) {
+		report(why, infeasible)
+		for w := range p.RolloutWorkers {
+			p.RolloutWorkers[w].State, p.RolloutWorkers[w].Reason = p.State, "placed with the trainer, as one gang: "+why
+		}
 	})
 	if err != nil {
 		for w := range p.RolloutWorkers {
@@ -479,11 +480,4 @@ func runKind(in Input) string {
 		return workspec.KindSweepTrial
 	}
 	return workspec.KindTraining
-}
-
-// trainerWork is the trainer's work description; a sweep's trial keeps
-// the kind it was reserved under.
-func trainerWork(in Input, spec training.Spec) *workspec.Spec {
-	ws := spec.TrainerWork(in.RunID, runKind(in))
-	return &ws
 }
