@@ -257,9 +257,9 @@ func writeReason(ctx *placeCtx, n *nodeState, u *unit, r rej) string {
 	case rejCPU:
 		limit := n.cpuLimit()
 		if r.perm {
-			return fmt.Sprintf("needs %g CPUs; %g%% of %g is %g", u.cpus, n.capShare*100, n.node.Capacity.CPUs, limit)
+			return fmt.Sprintf("needs %g CPUs; %g%% of %g is %g", u.cpus, milli(n.capShare*100), n.node.Capacity.CPUs, milli(limit))
 		}
-		return fmt.Sprintf("needs %g CPUs; %g of %g usable are free", u.cpus, max(limit-n.usedCPU, 0), limit)
+		return fmt.Sprintf("needs %g CPUs; %g of %g usable are free", u.cpus, milli(max(limit-n.usedCPU, 0)), milli(limit))
 	case rejMemory:
 		limit := n.memLimit()
 		if r.perm {
@@ -561,3 +561,7 @@ func assignGPUs(n *nodeState, u *unit, empty bool, used []float64, picks [][]GPU
 	}
 	return true
 }
+
+// milli rounds a CPU amount for people: sums of fractional requests leave
+// float dust (0.19999999999999996 free).
+func milli(x float64) float64 { return math.Round(x*1000) / 1000 }
