@@ -306,7 +306,12 @@ func TestHundredInstancesOnSlowEndpoint(t *testing.T) {
 		t.Errorf("%d retries + replays for %d slow answers", got, slow)
 	}
 	// The endpoint's limit held and made callers wait; the pool pushed back.
-	if srv.PeakInFlight() > 50 || m["trainyard.inference.saturated"] == 0 {
+	// The server counts an attempt the client abandoned at its timeout until
+	// it notices the closed connection, while the client has already freed
+	// the slot for the next call: with 60 timeouts, a few can linger that way
+	// (CI saw 51). Without the limit the peak would be 100.
+	const lingering = 5
+	if srv.PeakInFlight() > 50+lingering || m["trainyard.inference.saturated"] == 0 {
 		t.Errorf("endpoint peak %d in flight (limit 50), %v saturated waits", srv.PeakInFlight(), m["trainyard.inference.saturated"])
 	}
 	if ps.BlockedPuts == 0 || m["trainyard.trajpool.blocked"] != float64(ps.BlockedPuts) || m["trainyard.trajpool.offpolicy.lag.count"] != episodes {
