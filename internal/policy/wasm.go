@@ -228,15 +228,17 @@ type wasmVM struct {
 
 	dataAddr, pathCluster, pathUsage, pathNodes, pathUsed uint32
 	// dataEnd is the heap mark after the data; docsEnd the one after the
-	// cluster and usage documents as last parsed whole; evalHeap the one
-	// after the patches since (see cacheDocuments), where every decision
-	// starts.
-	dataEnd, docsEnd, evalHeap uint32
+	// cluster document as last parsed whole; usageAt the one after the
+	// node patches since, where the usage document is parsed; evalHeap the
+	// one after it, where every decision starts (see cacheDocuments).
+	dataEnd, docsEnd, usageAt, evalHeap uint32
 	cluster, usage             *document
 	clusterAddr, usageAddr     uint32
 	// nodeAddrs are the node objects of the cached cluster document, in
 	// order; nil when they could not be read (no patching then).
 	nodeAddrs []uint32
+	// parsedWhole counts parseDocuments calls (tests read it).
+	parsedWhole int
 }
 
 // wasmPatchBytes bounds the heap that patched documents leave behind (the
@@ -438,12 +440,14 @@ func (vm *wasmVM) eval(ctx context.Context, in wasmInput) ([]byte, error) {
 // cacheDocuments brings the VM's cluster and usage documents up to date.
 // Placements starting and ending change only the nodes' used resources:
 // those are patched in (a node's used object parsed and put in place takes
-// ~2 µs, parsing the seed-002 fleet's 5 KB document ~50 µs), as is a new
-// usage document (150 bytes). Anything else, or too much garbage from
-// earlier patches, parses both documents whole above the data, discarding
-// the previous ones.
+// ~2 µs, parsing the seed-002 fleet's 5 KB document ~50 µs). The usage
+// document is parsed last, on top, so that a new one (with live usage,
+// every decision has one: ~4 KB of values) takes the place of the last
+// and leaves no garbage behind. Anything else, or too much garbage from
+// earlier node patches, parses both documents whole above the data,
+// discarding the previous ones.
 func (vm *wasmVM) cacheDocuments(ctx context.Context, in wasmInput) error {
-	if vm.nodeAddrs != nil && vm.evalHeap-vm.docsEnd < wasmPatchBytes {
+	if vm.nodeAddrs != nil && vm.usageAt-vm.docsEnd < wasmPatchBytes {
 		if changed, ok := usedChanges(vm.cluster.cluster, in.cluster.cluster); ok {
 			return vm.patchDocuments(ctx, in, changed)
 		}
@@ -456,6 +460,7 @@ func (vm *wasmVM) parseDocuments(ctx context.Context, in wasmInput) error {
 		return err
 	}
 	vm.cluster, vm.usage, vm.nodeAddrs = nil, nil, nil
+	vm.parsedWhole++
 	// The nodes array is parsed on its own and linked in, so that its
 	// address is known and each node's can be read from it.
 	cluster, end := clusterJSONSplit(*in.cluster.cluster)
@@ -472,21 +477,30 @@ func (vm *wasmVM) parseDocuments(ctx context.Context, in wasmInput) error {
 		return fmt.Errorf("cluster nodes: %w", err)
 	}
 	nodeAddrs := vm.objectsOf(nodesAddr, len(in.cluster.cluster.Nodes))
+	if vm.docsEnd, err = vm.call(ctx, vm.heapGet); err != nil {
+		return err
+	}
+	vm.usageAt = vm.docsEnd
 	if err := vm.parseUsage(ctx, in.usage); err != nil {
 		return err
 	}
-	if vm.evalHeap, err = vm.call(ctx, vm.heapGet); err != nil {
-		return err
-	}
-	vm.docsEnd = vm.evalHeap
 	vm.cluster, vm.usage, vm.nodeAddrs = in.cluster, in.usage, nodeAddrs
 	return nil
 }
 
+// parseUsage parses the usage document at the heap mark usageAt, in place
+// of the last one; decisions start above it.
 func (vm *wasmVM) parseUsage(ctx context.Context, d *document) error {
-	usage, err := d.json()
+	_, err := vm.call(ctx, vm.heapSet, uint64(vm.usageAt))
+	var usage []byte
+	if err == nil {
+		usage, err = d.json()
+	}
 	if err == nil {
 		vm.usageAddr, err = vm.parse(ctx, usage)
+	}
+	if err == nil {
+		vm.evalHeap, err = vm.call(ctx, vm.heapGet)
 	}
 	if err != nil {
 		return fmt.Errorf("usage: %w", err)
@@ -537,14 +551,14 @@ func (vm *wasmVM) addPathAt(ctx context.Context, base, path, v uint32) error {
 }
 
 // patchDocuments replaces the used object of each changed node (through
-// the ABI's opa_value_add_path) and links a changed usage document. What
-// it parses goes above the current documents, which raises the mark
-// decisions start from.
+// the ABI's opa_value_add_path) and parses a changed usage document. Node
+// patches go above the earlier ones, where the usage document was, which
+// is then parsed again above them.
 func (vm *wasmVM) patchDocuments(ctx context.Context, in wasmInput, changed []int) error {
-	if _, err := vm.call(ctx, vm.heapSet, uint64(vm.evalHeap)); err != nil {
+	if _, err := vm.call(ctx, vm.heapSet, uint64(vm.usageAt)); err != nil {
 		return err
 	}
-	usageChanged := in.usage != vm.usage
+	usageChanged := in.usage != vm.usage || len(changed) > 0
 	vm.cluster, vm.usage = nil, nil // until patched: a failure breaks the VM
 	var buf [64]byte
 	for _, i := range changed {
@@ -556,14 +570,14 @@ func (vm *wasmVM) patchDocuments(ctx context.Context, in wasmInput, changed []in
 			return fmt.Errorf("cluster: node %d used: %w", i, err)
 		}
 	}
+	var err error
+	if vm.usageAt, err = vm.call(ctx, vm.heapGet); err != nil {
+		return err
+	}
 	if usageChanged {
 		if err := vm.parseUsage(ctx, in.usage); err != nil {
 			return err
 		}
-	}
-	var err error
-	if vm.evalHeap, err = vm.call(ctx, vm.heapGet); err != nil {
-		return err
 	}
 	vm.cluster, vm.usage = in.cluster, in.usage
 	return nil

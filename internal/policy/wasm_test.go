@@ -358,6 +358,7 @@ func TestPatchedClusterIsParsedCluster(t *testing.T) {
 		{"node leaves", func(c *Cluster, _ *Usage) { c.Nodes = c.Nodes[1:] }, false, false},
 	}
 	cluster := base
+	parsedWhole := 0
 	for _, s := range steps {
 		// Each step starts from copies, as callers build a new input.
 		cluster.Nodes, cluster.Endpoints = slices.Clone(cluster.Nodes), slices.Clone(cluster.Endpoints)
@@ -376,9 +377,10 @@ func TestPatchedClusterIsParsedCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if patched := vm.evalHeap != vm.docsEnd; patched != s.patch {
+		if patched := vm.parsedWhole == parsedWhole; patched != s.patch {
 			t.Errorf("%s: patched %v, want %v", s.name, patched, s.patch)
 		}
+		parsedWhole = vm.parsedWhole
 		wantUsage, err := usageJSON(usage)
 		if err != nil {
 			t.Fatal(err)
@@ -400,45 +402,79 @@ func TestPatchedClusterIsParsedCluster(t *testing.T) {
 	}
 }
 
-// TestPatchGarbageIsBounded: patches leave the replaced values behind;
-// past wasmPatchBytes of them the documents are parsed whole again, so a
-// fleet that keeps changing does not grow the VM's memory. Every 250
-// changes the VM's document must still be the parsed one.
+// TestPatchGarbageIsBounded: node patches leave the replaced values
+// behind; past wasmPatchBytes of them the documents are parsed whole
+// again, so a fleet that keeps changing does not grow the VM's memory. A
+// new usage document takes the place of the last one, so usage that
+// changes on every decision (live usage) leaves no garbage and never
+// causes a whole parse. Every 250 changes the VM's documents must still
+// be the parsed ones.
 func TestPatchGarbageIsBounded(t *testing.T) {
-	e := loadEngine(t)
-	ctx := context.Background()
-	cluster := ClusterInput(seed002Fleet())
-	work := Work{ID: "w", Kind: "rollout", Roles: []Role{{Name: "rollout_worker", Count: 1, CPUs: 1, MemoryMB: 100}}}
-	reparsed := 0
-	for i := range 5000 {
-		cluster.Nodes = slices.Clone(cluster.Nodes)
-		cluster.Nodes[i%len(cluster.Nodes)].Used.CPUs = float64(i % 7)
-		if _, err := e.decide(ctx, Input{Work: work, Cluster: cluster}, true); err != nil {
-			t.Fatal(err)
-		}
-		vm, err := e.wasm.get(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if vm.evalHeap-vm.docsEnd > wasmPatchBytes+1<<10 {
-			t.Fatalf("decision %d: %d bytes of patches", i, vm.evalHeap-vm.docsEnd)
-		}
-		if vm.docsEnd == vm.evalHeap && i > 0 {
-			reparsed++
-		}
-		if i%250 == 0 {
-			got, err := vm.dump(ctx, vm.jsonDump, vm.clusterAddr)
-			if err != nil {
-				t.Fatal(err)
+	for _, tc := range []struct {
+		name               string
+		nodes, usage       bool
+		minWhole, maxWhole int
+	}{
+		{"nodes change", true, false, 1, 5},
+		{"usage changes", false, true, 0, 0},
+		{"both change", true, true, 1, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := loadEngine(t)
+			ctx := context.Background()
+			cluster := ClusterInput(seed002Fleet())
+			work := Work{ID: "w", Kind: "rollout", Roles: []Role{{Name: "rollout_worker", Count: 1, CPUs: 1, MemoryMB: 100}}}
+			var usage Usage
+			whole := 0
+			for i := range 5000 {
+				if tc.nodes {
+					cluster.Nodes = slices.Clone(cluster.Nodes)
+					cluster.Nodes[i%len(cluster.Nodes)].Used.CPUs = float64(i % 7)
+				}
+				if tc.usage {
+					usage = Usage{Tier1CapacitySeconds: 1e6, Tier1GPUSecondsByConfig: map[string]float64{"hex8_2p": float64(i), "square8_2p": 1e5 - float64(i)}}
+				}
+				if _, err := e.decide(ctx, Input{Work: work, Cluster: cluster, Usage: usage}, true); err != nil {
+					t.Fatal(err)
+				}
+				vm, err := e.wasm.get(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if vm.usageAt-vm.docsEnd > wasmPatchBytes+1<<10 || vm.evalHeap-vm.usageAt > 16<<10 {
+					t.Fatalf("decision %d: %d bytes of patches, %d of usage", i, vm.usageAt-vm.docsEnd, vm.evalHeap-vm.usageAt)
+				}
+				if i == 0 {
+					whole = vm.parsedWhole
+				}
+				if i%250 == 0 {
+					wantUsage, err := usageJSON(usage)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, doc := range []struct {
+						name string
+						addr uint32
+						want []byte
+					}{{"cluster", vm.clusterAddr, clusterJSON(cluster)}, {"usage", vm.usageAddr, wantUsage}} {
+						got, err := vm.dump(ctx, vm.jsonDump, doc.addr)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if !sameJSON(t, got, doc.want) {
+							t.Fatalf("decision %d: the VM's %s document\n %s\nwant\n %s", i, doc.name, got, doc.want)
+						}
+					}
+				}
+				if i == 4999 {
+					whole = vm.parsedWhole - whole
+				}
+				e.wasm.put(vm)
 			}
-			if !sameJSON(t, got, clusterJSON(cluster)) {
-				t.Fatalf("decision %d: the VM's cluster document\n %s\nwant\n %s", i, got, clusterJSON(cluster))
+			if whole < tc.minWhole || whole > tc.maxWhole {
+				t.Fatalf("parsed whole %d times in 5,000 changes, want %d to %d", whole, tc.minWhole, tc.maxWhole)
 			}
-		}
-		e.wasm.put(vm)
-	}
-	if reparsed == 0 || reparsed > 5 {
-		t.Fatalf("parsed whole %d times in 5,000 changes", reparsed)
+		})
 	}
 }
 
