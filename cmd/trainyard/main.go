@@ -59,7 +59,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newDevCmd(g), newServerCmd(g), newWorkerCmd(g), newOpenAPICmd(), newTokenCmd(), newPluginCmd(), newAgentCmd(g), newClusterCmd(), newJobCmd(), newPolicyCmd(), newRunCmd(), newSweepCmd())
 	root.AddCommand(newS3Cmd(g), newStatusCmd())
 	root.AddCommand(newSelfplayCmd())
-	root.AddCommand(newEndpointCmd(), newUsageCmd())
+	root.AddCommand(newEndpointCmd(), newUsageCmd(), newEnvCmd(g))
 	return root
 }
 
