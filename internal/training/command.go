@@ -25,11 +25,14 @@ const (
 
 // CommandInput starts (or restarts) a bring-your-own trainer.
 type CommandInput struct {
-	RunID string   `json:"run_id"`
-	Spec  Spec     `json:"spec"`
-	GPUs  []int    `json:"gpus"`
-	Dir   string   `json:"-"`
-	Env   []string `json:"-"`
+	RunID string `json:"run_id"`
+	Spec  Spec   `json:"spec"`
+	GPUs  []int  `json:"gpus"`
+	// EnvPlugin, when the run names one, is served to the trainer by an
+	// env server (TRAINYARD_ENV_SOCKET).
+	EnvPlugin string   `json:"env_plugin,omitempty"`
+	Dir       string   `json:"-"`
+	Env       []string `json:"-"`
 	// Log, when set, also gets everything the trainer prints (its log in
 	// S3: internal/logstream).
 	Log io.Writer `json:"-"`
@@ -73,7 +76,16 @@ func (r *Runner) RunCommand(ctx context.Context, in CommandInput, beat func(Comm
 	case !errors.Is(err, checkpoint.ErrNotFound):
 		return st, fmt.Errorf("run %s: latest checkpoint: %w", in.RunID, err)
 	}
-	env, err := procenv.Build(in.Env, procenv.Spec{GPUs: in.GPUs, Extra: map[string]string{EnvCheckpointDir: dir, EnvRunID: in.RunID}})
+	extra := map[string]string{EnvCheckpointDir: dir, EnvRunID: in.RunID}
+	if in.EnvPlugin != "" {
+		sock, stop, err := r.serveEnvs(ctx, filepath.Dir(dir), in.EnvPlugin)
+		if err != nil {
+			return st, fmt.Errorf("run %s: %w", in.RunID, err)
+		}
+		defer stop()
+		extra[EnvSocket] = sock
+	}
+	env, err := procenv.Build(in.Env, procenv.Spec{GPUs: in.GPUs, Extra: extra})
 	if err != nil {
 		return st, fmt.Errorf("%w: %w", ErrFatal, err)
 	}

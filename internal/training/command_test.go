@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/trainyard/trainyard/internal/checkpoint"
+	"github.com/trainyard/trainyard/internal/pluginhost"
 )
 
 // TestCommandTrainer: a bring-your-own trainer gets exactly its GPUs, a
@@ -61,5 +66,55 @@ echo v1 > "$TRAINYARD_CHECKPOINT_DIR/model.txt"; sleep 3; echo trained`, 1)},
 	ms, _ := r.Checkpoints.List(ctx, run)
 	if len(ms) != 2 || ms[1].Files[0].Path != "model.txt" || ms[1].Files[0].Size != int64(len("v1\nv2\n")) {
 		t.Fatalf("checkpoints: %+v", ms)
+	}
+}
+
+// TestCommandTrainerStepsItsEnv: a command run that names an env plugin
+// gets an env server for it (TRAINYARD_ENV_SOCKET); the Python client
+// steps it from the trainer's process, and any other plugin is refused.
+func TestCommandTrainerStepsItsEnv(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import numpy").Run(); err != nil {
+		if os.Getenv("TRAINYARD_REQUIRE_NUMPY") != "" {
+			t.Fatalf("/usr/bin/python3 cannot import numpy: %v", err)
+		}
+		t.Skipf("/usr/bin/python3 cannot import numpy: %v", err)
+	}
+	ctx := context.Background()
+	wasm := cartpoleWasm
+	sha := pluginhost.SHA256(wasm)
+	_, file, _, _ := runtime.Caller(0) // the embedded S3 server changed the working directory
+	sdk := filepath.Join(filepath.Dir(file), "..", "..", "sdk", "python")
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	r := &Runner{Plugins: rt, Modules: Modules{sha: wasm}, Checkpoints: checkpoint.New(bucket, checkpoint.Options{Prefix: "ckpt-command-envs"})}
+	script := fmt.Sprintf(`import os, sys
+sys.path.insert(0, %q)
+import numpy as np, trainyard.envs as E
+print("socket", os.environ["TRAINYARD_ENV_SOCKET"].endswith("envs.sock"))
+with E.make("CartPole-v1@1.0.0", num_envs=8, seed=1) as env:
+    obs, _ = env.reset(seed=1)
+    done = 0
+    for t in range(100):
+        obs, r, te, tr, info = env.step(np.zeros(8))
+        done += int((te | tr).sum())
+    print("plugin", env.plugin, "obs", obs.shape, "episodes", done > 0)
+try:
+    E.make("Pendulum-v1", num_envs=1)
+except E.EnvServerError as e:
+    print("refused:", e)
+`, sdk)
+	spec := Spec{Cluster: "lab", Algorithm: AlgorithmCommand, Command: []string{"/usr/bin/python3", "-c", script}, SyncEverySeconds: 30}.WithDefaults()
+	st, err := r.RunCommand(ctx, CommandInput{RunID: fmt.Sprintf("byo-envs-%d", time.Now().UnixNano()), Dir: t.TempDir(),
+		Env: []string{"PATH=/usr/bin:/bin"}, EnvPlugin: sha, Spec: spec}, nil)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, st.Output)
+	}
+	for _, want := range []string{"socket True", "plugin CartPole-v1@1.0.0 obs (8, 4) episodes True", `refused: env server: plugin "Pendulum-v1" is not granted to this run`} {
+		if !strings.Contains(st.Output, want) {
+			t.Errorf("output lacks %q:\n%s", want, st.Output)
+		}
 	}
 }

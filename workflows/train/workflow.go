@@ -313,7 +313,7 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			})
 			var st training.CommandStatus
 			err := workflow.ExecuteActivity(cmdCtx, (*AgentActivities).RunCommand, training.CommandInput{
-				RunID: in.RunID, Spec: spec, GPUs: alloc.GPUs,
+				RunID: in.RunID, Spec: spec, GPUs: alloc.GPUs, EnvPlugin: in.EnvPlugin,
 			}).Get(ctx, &st)
 			if err == nil {
 				p.Checkpoint, p.Output = st.Checkpoint, st.Output
