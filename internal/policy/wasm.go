@@ -232,8 +232,8 @@ type wasmVM struct {
 	// node patches since, where the usage document is parsed; evalHeap the
 	// one after it, where every decision starts (see cacheDocuments).
 	dataEnd, docsEnd, usageAt, evalHeap uint32
-	cluster, usage             *document
-	clusterAddr, usageAddr     uint32
+	cluster, usage                      *document
+	clusterAddr, usageAddr              uint32
 	// nodeAddrs are the node objects of the cached cluster document, in
 	// order; nil when they could not be read (no patching then).
 	nodeAddrs []uint32
