@@ -78,12 +78,12 @@ func (r *Runner) RunCommand(ctx context.Context, in CommandInput, beat func(Comm
 	}
 	extra := map[string]string{EnvCheckpointDir: dir, EnvRunID: in.RunID}
 	if in.EnvPlugin != "" {
-		sock, stop, err := r.serveEnvs(ctx, filepath.Dir(dir), in.EnvPlugin)
+		sock, name, stop, err := r.serveEnvs(ctx, filepath.Dir(dir), in.EnvPlugin)
 		if err != nil {
 			return st, fmt.Errorf("run %s: %w", in.RunID, err)
 		}
 		defer stop()
-		extra[EnvSocket] = sock
+		extra[EnvSocket], extra[EnvPluginName] = sock, name
 	}
 	env, err := procenv.Build(in.Env, procenv.Spec{GPUs: in.GPUs, Extra: extra})
 	if err != nil {

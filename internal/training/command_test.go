@@ -93,7 +93,7 @@ func TestCommandTrainerStepsItsEnv(t *testing.T) {
 	script := fmt.Sprintf(`import os, sys
 sys.path.insert(0, %q)
 import numpy as np, trainyard.envs as E
-print("socket", os.environ["TRAINYARD_ENV_SOCKET"].endswith("envs.sock"))
+print("socket", os.environ["TRAINYARD_ENV_SOCKET"].endswith("envs.sock"), os.environ["TRAINYARD_ENV"])
 with E.make("CartPole-v1@1.0.0", num_envs=8, seed=1) as env:
     obs, _ = env.reset(seed=1)
     done = 0
@@ -112,7 +112,7 @@ except E.EnvServerError as e:
 	if err != nil {
 		t.Fatalf("%v\n%s", err, st.Output)
 	}
-	for _, want := range []string{"socket True", "plugin CartPole-v1@1.0.0 obs (8, 4) episodes True", `refused: env server: plugin "Pendulum-v1" is not granted to this run`} {
+	for _, want := range []string{"socket True CartPole-v1@1.0.0", "plugin CartPole-v1@1.0.0 obs (8, 4) episodes True", `refused: env server: plugin "Pendulum-v1" is not granted to this run`} {
 		if !strings.Contains(st.Output, want) {
 			t.Errorf("output lacks %q:\n%s", want, st.Output)
 		}
