@@ -372,6 +372,7 @@ func (s *Server) getRun(ctx context.Context, id string) (Run, error) {
 			var cs training.CommandStatus
 			if err := converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &cs); err == nil && cs.Output != "" {
 				r.LiveOutput = cs.Output
+				r.Progress.Checkpoint = max(r.Progress.Checkpoint, cs.Checkpoint) // synced while it runs
 			}
 		}
 	} else {

@@ -40,7 +40,8 @@ func newRunCmd() *cobra.Command {
 			"are --workers, --envs-per-worker, --episode-length and --batch-size; other PPO hyper-parameters\n" +
 			"go through --set name=value (learning_rate, gamma, gae_lambda, epochs, hidden=64,64, ...).\n" +
 			"After --, a command is run instead as a bring-your-own trainer with --gpus GPUs and\n" +
-			"$TRAINYARD_CHECKPOINT_DIR, which is synced to S3 and restored before any restart.\n" +
+			"$TRAINYARD_CHECKPOINT_DIR, which is synced to S3 and restored before any restart; with --env too,\n" +
+			"it gets an env server for that plugin ($TRAINYARD_ENV_SOCKET: Python's trainyard.envs.make).\n" +
 			"--local trains in this process instead (no server, cluster or S3; built-in plugins or .wasm files),\n" +
 			"with the same progress line and, with -o json, the document `run show -o json` prints.",
 		Args: cobra.ArbitraryArgs,

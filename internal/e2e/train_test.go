@@ -49,6 +49,7 @@ type runView struct {
 		Checkpoint int64   `json:"checkpoint"`
 		MeanReturn float64 `json:"mean_return"`
 		Drains     int     `json:"drains"`
+		Output     string  `json:"output"`
 		Restores   []struct {
 			Checkpoint int64  `json:"checkpoint"`
 			Iteration  int64  `json:"iteration"`
