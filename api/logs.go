@@ -29,7 +29,8 @@ type jobLogsInput struct {
 }
 
 type runOutputInput struct {
-	ID string `path:"id" maxLength:"255"`
+	ID   string `path:"id" maxLength:"255"`
+	Rank int    `query:"rank" minimum:"0" maximum:"63" doc:"A multi-node run's rank (0, the default, for a single-process run)."`
 	LogQuery
 }
 
@@ -56,7 +57,7 @@ func (s *Server) registerLogs() {
 			if !strings.HasPrefix(in.ID, runPrefix) {
 				return nil, huma.Error404NotFound("run " + in.ID + ": not found")
 			}
-			return s.streamLog(ctx, "run "+in.ID, in.ID, train.Name, logstream.RunPrefix(in.ID), in.LogQuery)
+			return s.streamLog(ctx, "run "+in.ID, in.ID, train.Name, logstream.RankPrefix(in.ID, in.Rank), in.LogQuery)
 		})
 }
 

@@ -361,6 +361,7 @@ func (s *Server) getRun(ctx context.Context, id string) (Run, error) {
 		if v, err := s.d.Temporal.QueryWorkflow(ctx, id, "", train.QueryProgress); err == nil {
 			_ = v.Get(&r.Progress)
 		}
+		liveRank := -1
 		for _, pa := range desc.GetPendingActivities() {
 			if pa.GetHeartbeatDetails() == nil {
 				continue
@@ -370,8 +371,8 @@ func (s *Server) getRun(ctx context.Context, id string) (Run, error) {
 				r.Live = &m
 			}
 			var cs training.CommandStatus
-			if err := converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &cs); err == nil && cs.Output != "" {
-				r.LiveOutput = cs.Output
+			if err := converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &cs); err == nil && cs.Output != "" && (liveRank < 0 || cs.Rank < liveRank) {
+				r.LiveOutput, liveRank = cs.Output, cs.Rank // rank 0's, of a multi-node trainer
 				r.Progress.Checkpoint = max(r.Progress.Checkpoint, cs.Checkpoint) // synced while it runs
 			}
 		}

@@ -70,8 +70,8 @@ func jobLogPath(id string, instance int, follow bool) string {
 
 // commandRunLogs is `run logs` of a command run: the trainer's output as
 // printed, then the run's events and final state.
-func commandRunLogs(ctx context.Context, c *apiclient.Client, id string, follow bool) error {
-	if err := c.Stream(ctx, fmt.Sprintf("/v1/runs/%s/output?follow=%t", url.PathEscape(id), follow), os.Stdout); err != nil {
+func commandRunLogs(ctx context.Context, c *apiclient.Client, id string, rank int, follow bool) error {
+	if err := c.Stream(ctx, fmt.Sprintf("/v1/runs/%s/output?rank=%d&follow=%t", url.PathEscape(id), rank, follow), os.Stdout); err != nil {
 		return err
 	}
 	r, err := getRun(ctx, c, id)

@@ -153,7 +153,11 @@ func newRunCmd() *cobra.Command {
 			}
 			follow, _ := cmd.Flags().GetBool("follow")
 			if r, err := getRun(cmd.Context(), c, args[0]); err == nil && r.Spec.Algorithm == training.AlgorithmCommand {
-				return commandRunLogs(cmd.Context(), c, args[0], follow)
+				rank, _ := cmd.Flags().GetInt("rank")
+				if rank >= max(r.Spec.Nodes, 1) {
+					return fmt.Errorf("run %s has no rank %d (its trainer has %d process(es))", args[0], rank, max(r.Spec.Nodes, 1))
+				}
+				return commandRunLogs(cmd.Context(), c, args[0], rank, follow)
 			}
 			seen := 0
 			for {
@@ -194,6 +198,7 @@ func newRunCmd() *cobra.Command {
 		},
 	}
 	logs.Flags().BoolP("follow", "f", false, "keep printing until the run ends")
+	logs.Flags().Int("rank", 0, "a multi-node command run's rank (--nodes): its own output")
 
 	verb := func(name, short string) *cobra.Command {
 		return &cobra.Command{
@@ -296,7 +301,9 @@ func newRunCmd() *cobra.Command {
 func addRunSpecFlags(f *pflag.FlagSet, spec *training.Spec, target *float64, hyper *[]string) {
 	f.StringVar(&spec.Cluster, "cluster", "", "cluster to train on (required)")
 	f.StringVar(&spec.Env, "env", "", "env plugin: sha256, name@version, name or a .wasm file (required for the built-in learner)")
-	f.IntVar(&spec.GPUs, "gpus", 0, "GPUs for a command trainer (CUDA_VISIBLE_DEVICES)")
+	f.IntVar(&spec.GPUs, "gpus", 0, "GPUs for a command trainer (CUDA_VISIBLE_DEVICES); per node with --nodes")
+	f.IntVar(&spec.GPUs, "gpus-per-node", 0, "the same as --gpus, for a multi-node trainer")
+	f.IntVar(&spec.Nodes, "nodes", 0, "run the command on this many nodes as one gang, with torch.distributed's MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK (default 1)")
 	f.IntVar(&spec.SyncEverySeconds, "sync-every", 0, "seconds between checkpoint-dir syncs of a command trainer (default 30)")
 	f.StringVar(&spec.Reward, "reward", "", "reward-shaping plugin (optional)")
 	f.StringVar(&spec.Name, "name", "", "a label for the run")
@@ -332,6 +339,9 @@ func runTable(w *tabwriter.Writer, r api.Run) {
 		state += ": " + p.Reason
 	}
 	fmt.Fprintf(w, "run\t%s\nname\t%s\ncluster\t%s\nenv\t%s\nstatus\t%s\nstate\t%s\nnode\t%s\n", r.ID, r.Name, r.Cluster, r.Env, r.Status, state, p.Node)
+	if len(p.Ranks) > 0 {
+		fmt.Fprintf(w, "ranks\t%s (rank 0 first; `run logs --rank N`)\n", strings.Join(p.Ranks, ", "))
+	}
 	if len(p.Nodes) > 0 {
 		fmt.Fprintf(w, "ran on\t%s\n", strings.Join(p.Nodes, ", "))
 	}

@@ -8,8 +8,8 @@
 // is its client):
 //
 //  1. The client sends one JSON line: {"env": REF, "num_envs": N, "seed": S}.
-//  2. The server answers one JSON line, Hello, with a memfd of Hello.Size
-//     bytes attached (SCM_RIGHTS): the buffers at Hello.Offsets, actions
+//  2. The server answers one JSON line, Hello, with a descriptor of a
+//     Hello.Size-byte file to map attached (SCM_RIGHTS): the buffers at Hello.Offsets, actions
 //     written by the client, the rest by the server. An error is
 //     {"error": "..."}, and the connection closes.
 //  3. Then lines: "reset SEED" (env i is seeded SEED+i and its first
@@ -28,6 +28,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -184,9 +185,12 @@ func refuse(conn *net.UnixConn, err error) error {
 	return err
 }
 
-// buffers are a session's batch buffers in one memfd mapping: the client
-// maps the same pages, so nothing is copied over the socket.
+// buffers are a session's batch buffers in one shared mapping of an
+// unlinked file (in /dev/shm where there is one): the client maps the same
+// pages through the descriptor it is sent, so nothing is copied over the
+// socket.
 type buffers struct {
+	f       *os.File
 	fd      int
 	mem     []byte
 	od, ad  int
@@ -209,20 +213,26 @@ func newBuffers(n, od, ad int) (*buffers, error) {
 		b.offsets[f.name] = size
 		size += (f.bytes + bufferAlign - 1) / bufferAlign * bufferAlign
 	}
-	fd, err := unix.MemfdCreate("trainyard-envs", unix.MFD_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("shared buffers: memfd: %w", err)
+	dir := os.TempDir()
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		dir = "/dev/shm" // memory, not disk
 	}
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
-		unix.Close(fd)
+	f, err := os.CreateTemp(dir, "trainyard-envs-*")
+	if err != nil {
+		return nil, fmt.Errorf("shared buffers: %w", err)
+	}
+	os.Remove(f.Name()) // lives while the descriptors do
+	if err := f.Truncate(int64(size)); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("shared buffers: %d bytes: %w", size, err)
 	}
+	fd := int(f.Fd())
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		unix.Close(fd)
+		f.Close()
 		return nil, fmt.Errorf("shared buffers: mmap %d bytes: %w", size, err)
 	}
-	b.fd, b.mem = fd, mem
+	b.f, b.fd, b.mem = f, fd, mem
 	f32 := func(name string, count int) []float32 {
 		if count == 0 {
 			return []float32{}
@@ -239,7 +249,7 @@ func newBuffers(n, od, ad int) (*buffers, error) {
 
 func (b *buffers) close() {
 	unix.Munmap(b.mem)
-	unix.Close(b.fd)
+	b.f.Close()
 }
 
 // Modules is an Opener that fetches each reference's module once, loads it

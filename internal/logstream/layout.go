@@ -35,9 +35,20 @@ func JobPrefix(jobID string, instance int) string {
 	return fmt.Sprintf("%sjobs/%s/%d/", Prefix, jobID, instance)
 }
 
-// RunPrefix is the log of a bring-your-own trainer's process.
+// RunPrefix is the log of a bring-your-own trainer's process (rank 0's,
+// in a multi-node gang).
 func RunPrefix(runID string) string {
 	return Prefix + "runs/" + runID + "/"
+}
+
+// RankPrefix is the log of rank of a multi-node gang's trainer: rank 0's
+// is RunPrefix, the others' below it (a listing of RunPrefix does not
+// descend into them).
+func RankPrefix(runID string, rank int) string {
+	if rank == 0 {
+		return RunPrefix(runID)
+	}
+	return fmt.Sprintf("%srank-%d/", RunPrefix(runID), rank)
 }
 
 // chunkKey names a chunk starting at offset, written by writer.

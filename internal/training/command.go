@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/trainyard/trainyard/internal/agent/procenv"
@@ -30,9 +32,16 @@ type CommandInput struct {
 	GPUs  []int  `json:"gpus"`
 	// EnvPlugin, when the run names one, is served to the trainer by an
 	// env server (TRAINYARD_ENV_SOCKET).
-	EnvPlugin string   `json:"env_plugin,omitempty"`
-	Dir       string   `json:"-"`
-	Env       []string `json:"-"`
+	EnvPlugin string `json:"env_plugin,omitempty"`
+	// Rank, WorldSize, MasterAddr and MasterPort place this process in a
+	// multi-node gang (WorldSize > 1): rank 0 syncs the checkpoint dir,
+	// every rank restores it.
+	Rank       int      `json:"rank,omitempty"`
+	WorldSize  int      `json:"world_size,omitempty"`
+	MasterAddr string   `json:"master_addr,omitempty"`
+	MasterPort int      `json:"master_port,omitempty"`
+	Dir        string   `json:"-"`
+	Env        []string `json:"-"`
 	// Log, when set, also gets everything the trainer prints (its log in
 	// S3: internal/logstream).
 	Log io.Writer `json:"-"`
@@ -47,6 +56,8 @@ type CommandStatus struct {
 	// Drained: the node drained (the reason); the trainer was stopped and
 	// its dir synced, to continue elsewhere.
 	Drained string `json:"drained,omitempty"`
+	// Rank is the process's rank in a multi-node gang.
+	Rank int `json:"rank,omitempty"`
 }
 
 // RunCommand runs spec.Command in its own process group with a minimal
@@ -57,9 +68,12 @@ type CommandStatus struct {
 // printed); a cancelled ctx stops the process and syncs first; so does a
 // drain of the node (Drained set, no error: the run moves).
 func (r *Runner) RunCommand(ctx context.Context, in CommandInput, beat func(CommandStatus)) (CommandStatus, error) {
-	var st CommandStatus
+	st := CommandStatus{Rank: in.Rank}
 	spec := in.Spec.WithDefaults()
 	dir := filepath.Join(in.Dir, "runs", in.RunID, "checkpoint")
+	if in.WorldSize > 1 {
+		dir = filepath.Join(in.Dir, "runs", in.RunID, fmt.Sprintf("rank-%d", in.Rank), "checkpoint") // two ranks may share a node's agent dir
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return st, err
 	}
@@ -85,6 +99,7 @@ func (r *Runner) RunCommand(ctx context.Context, in CommandInput, beat func(Comm
 		defer stop()
 		extra[EnvSocket], extra[EnvPluginName] = sock, name
 	}
+	maps.Copy(extra, in.gangEnv())
 	env, err := procenv.Build(in.Env, procenv.Spec{GPUs: in.GPUs, Extra: extra})
 	if err != nil {
 		return st, fmt.Errorf("%w: %w", ErrFatal, err)
@@ -99,11 +114,14 @@ func (r *Runner) RunCommand(ctx context.Context, in CommandInput, beat func(Comm
 	printed := in.output(out)
 	curves := r.commandScalars(in.RunID, printed) // TRAINYARD_SCALAR lines (command_scalars.go)
 	stdout := io.MultiWriter(printed, curves)
-	p, err := procenv.Start(procenv.Command{Path: path, Args: spec.Command[1:], Env: env, Dir: filepath.Dir(dir), Stdout: stdout, Stderr: stdout})
+	p, err := procenv.Start(procenv.Command{Path: path, Args: spec.Command[1:], Env: env, Dir: filepath.Dir(dir), Stdout: stdout, Stderr: stdout, DieWithParent: true})
 	if err != nil {
 		return st, fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err)
 	}
 	sync := func(ctx context.Context) error {
+		if in.Rank > 0 {
+			return nil // rank 0 keeps the gang's checkpoint and curves
+		}
 		curves.flush(ctx)
 		fp, err := fingerprint(dir)
 		if err != nil || fp == last {
@@ -164,6 +182,21 @@ func (r *Runner) RunCommand(ctx context.Context, in CommandInput, beat func(Comm
 			st.Output = out.String()
 			return st, ctx.Err()
 		}
+	}
+}
+
+// gangEnv is what torch.distributed (init_method env://) and torchrun
+// read to join a multi-node gang: one process per node, so the node rank
+// is the rank and the local rank 0; torchrun's own PET_ variables let
+// `torchrun --nproc-per-node G` spread a node's GPUs further.
+func (in CommandInput) gangEnv() map[string]string {
+	if in.WorldSize < 2 {
+		return nil
+	}
+	rank, world, port := strconv.Itoa(in.Rank), strconv.Itoa(in.WorldSize), strconv.Itoa(in.MasterPort)
+	return map[string]string{
+		"MASTER_ADDR": in.MasterAddr, "MASTER_PORT": port, "WORLD_SIZE": world, "RANK": rank, "LOCAL_RANK": "0", "NODE_RANK": rank,
+		"PET_MASTER_ADDR": in.MasterAddr, "PET_MASTER_PORT": port, "PET_NNODES": world, "PET_NODE_RANK": rank,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/pluginhost"
+	"github.com/trainyard/trainyard/internal/workspec"
 )
 
 // TestCommandTrainer: a bring-your-own trainer gets exactly its GPUs, a
@@ -116,5 +118,53 @@ except E.EnvServerError as e:
 		if !strings.Contains(st.Output, want) {
 			t.Errorf("output lacks %q:\n%s", want, st.Output)
 		}
+	}
+}
+
+// TestMultiNodeWork: a command run with nodes > 1 is one gang of that
+// many trainer ranks, one per node; each rank's process sees
+// torch.distributed's variables and torchrun's.
+func TestMultiNodeWork(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		spec     Spec
+		ranks    int
+		strategy workspec.Strategy
+		invalid  string
+	}{
+		{"one node", Spec{Cluster: "lab", Algorithm: AlgorithmCommand, Command: []string{"train"}, GPUs: 1}, 1, "", ""},
+		{"three nodes", Spec{Cluster: "lab", Algorithm: AlgorithmCommand, Command: []string{"train"}, GPUs: 2, Nodes: 3}, 3, workspec.StrictSpread, ""},
+		{"ppo has no ranks", Spec{Cluster: "lab", Env: "CartPole-v1", Nodes: 2}, 1, "", "nodes belong to algorithm"},
+		{"too many", Spec{Cluster: "lab", Algorithm: AlgorithmCommand, Command: []string{"train"}, Nodes: 65}, 65, workspec.StrictSpread, "nodes: must be 1..64"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.spec.WithDefaults()
+			err := s.Validate()
+			if (err != nil) != (tc.invalid != "") || err != nil && !strings.Contains(err.Error(), tc.invalid) {
+				t.Fatalf("Validate: %v, want %q", err, tc.invalid)
+			}
+			ws := s.TrainerWork("run-1", "training")
+			role := ws.Roles[0]
+			if s.Ranks() != tc.ranks || role.Count != tc.ranks || role.GPUs != float64(s.GPUs) {
+				t.Fatalf("ranks %d, role %+v; want %d ranks of %d GPUs", s.Ranks(), role, tc.ranks, s.GPUs)
+			}
+			if got := ""; len(ws.Groups) > 0 {
+				got = string(ws.Groups[0].Strategy)
+				if workspec.Strategy(got) != tc.strategy || role.Group != ws.Groups[0].Name {
+					t.Fatalf("groups %+v, role group %q; want %s", ws.Groups, role.Group, tc.strategy)
+				}
+			} else if tc.strategy != "" {
+				t.Fatalf("no group, want %s", tc.strategy)
+			}
+		})
+	}
+	env := CommandInput{Rank: 1, WorldSize: 2, MasterAddr: "10.0.0.5", MasterPort: 29500}.gangEnv()
+	want := map[string]string{"MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500", "WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "0", "NODE_RANK": "1",
+		"PET_MASTER_ADDR": "10.0.0.5", "PET_MASTER_PORT": "29500", "PET_NNODES": "2", "PET_NODE_RANK": "1"}
+	if !maps.Equal(env, want) {
+		t.Fatalf("gang env %v, want %v", env, want)
+	}
+	if env := (CommandInput{WorldSize: 1}).gangEnv(); env != nil {
+		t.Fatalf("a single process gets %v", env)
 	}
 }

@@ -39,7 +39,10 @@ type Spec struct {
 	// bring-your-own trainer such as a PyTorch script).
 	Algorithm string   `json:"algorithm,omitempty" enum:"ppo,command" doc:"ppo (built-in learner, default) or command (run Command as the trainer)."`
 	Command   []string `json:"command,omitempty" maxItems:"256" doc:"Bring-your-own trainer: argv run on the node with its GPUs (CUDA_VISIBLE_DEVICES), a minimal environment and TRAINYARD_CHECKPOINT_DIR, synced to S3 and restored before any restart; its exit status decides the run."`
-	GPUs      int      `json:"gpus,omitempty" minimum:"0" maximum:"64" doc:"GPUs the trainer gets (command runs)."`
+	GPUs      int      `json:"gpus,omitempty" minimum:"0" maximum:"64" doc:"GPUs the trainer gets (command runs; per node with nodes > 1)."`
+	// Nodes > 1 runs Command as that many processes, one per node, placed
+	// as one gang (STRICT_SPREAD) with torch.distributed's variables.
+	Nodes int `json:"nodes,omitempty" minimum:"0" maximum:"64" doc:"Command runs: this many trainer processes, one per node, placed as one gang (all or nothing, one per node) with MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK and NODE_RANK set; if one dies, all restart from the last synced checkpoint on a fresh placement. Default 1."`
 	// InfeasibleGrace: how long the run waits, when no node could ever
 	// hold it (its node left), for the cluster to change before failing.
 	InfeasibleGrace string `json:"infeasible_grace,omitempty" maxLength:"20" doc:"How long a run no node of the cluster could ever hold waits for a node that fits to join before it fails (e.g. 5m, the default)."`
@@ -154,10 +157,13 @@ func (s Spec) Validate() error {
 		if s.Env == "" {
 			bad("env", "required: an env plugin's sha256, name@version or name")
 		}
-		if len(s.Command) > 0 || s.GPUs > 0 {
-			bad("command", "command and gpus belong to algorithm %q", AlgorithmCommand)
+		if len(s.Command) > 0 || s.GPUs > 0 || s.Nodes > 1 {
+			bad("command", "command, gpus and nodes belong to algorithm %q", AlgorithmCommand)
 		}
 	case AlgorithmCommand:
+		if s.Nodes < 0 || s.Nodes > 64 {
+			bad("nodes", "must be 1..64, got %d", s.Nodes)
+		}
 		if len(s.Command) == 0 || s.Command[0] == "" {
 			bad("command", "required for algorithm %q: the trainer's argv", AlgorithmCommand)
 		}
@@ -311,10 +317,26 @@ func (s Spec) RunWork(id, kind string) workspec.Spec {
 // TrainerWork is the work description of the trainer alone (kind
 // training, or sweep-trial for a sweep's trials).
 func (s Spec) TrainerWork(id, kind string) workspec.Spec {
-	return workspec.Spec{
+	ws := workspec.Spec{
 		Name: id, Kind: kind, Priority: s.Priority, Config: s.Config,
-		Roles: []workspec.Role{{Name: workspec.RoleTrainer, Count: 1, CPUs: s.CPUs, GPUs: float64(s.GPUs), MemoryMB: s.MemoryMB}},
+		Roles: []workspec.Role{{Name: workspec.RoleTrainer, Count: s.Ranks(), CPUs: s.CPUs, GPUs: float64(s.GPUs), MemoryMB: s.MemoryMB}},
 	}
+	if s.Ranks() > 1 {
+		// One rank per node: torch.distributed's ranks are processes of
+		// their own, each with the node's GPUs it was given.
+		ws.Roles[0].Group = RunGroup
+		ws.Groups = []workspec.Group{{Name: RunGroup, Strategy: workspec.StrictSpread}}
+	}
+	return ws
+}
+
+// Ranks is how many trainer processes a command run has (Nodes, at
+// least 1).
+func (s Spec) Ranks() int {
+	if s.Algorithm == AlgorithmCommand && s.Nodes > 1 {
+		return s.Nodes
+	}
+	return 1
 }
 
 // RolloutWork is the work description of one rollout worker of run id.

@@ -182,6 +182,9 @@ type Assigned struct {
 	Node     string `json:"node"`
 	Queue    string `json:"queue"`
 	GPUs     []int  `json:"gpus,omitempty"`
+	// Address is the node's address in the cluster spec (empty for local
+	// nodes: this machine), where other instances reach it.
+	Address string `json:"address,omitempty"`
 }
 
 // Allocation is where a job runs: Node, Queue and GPUs are its first

@@ -597,7 +597,7 @@ func (c *controller) held(works ...string) (Allocation, bool) {
 		sort.Strings(keys)
 		for _, k := range keys {
 			u := n.Allocated[k]
-			out.Assignments = append(out.Assignments, Assigned{Role: u.Role, Instance: u.Instance, Node: name, Queue: NodeQueue(c.st.Name, name), GPUs: u.GPUs})
+			out.Assignments = append(out.Assignments, Assigned{Role: u.Role, Instance: u.Instance, Node: name, Queue: NodeQueue(c.st.Name, name), GPUs: u.GPUs, Address: n.Spec.Address})
 		}
 	}
 	if len(out.Assignments) == 0 {

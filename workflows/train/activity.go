@@ -3,7 +3,9 @@ package train
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"time"
 
@@ -27,7 +29,7 @@ type AgentActivities struct {
 func (a *AgentActivities) RunCommand(ctx context.Context, in training.CommandInput) (training.CommandStatus, error) {
 	in.Dir, in.Env = a.Dir, os.Environ()
 	var stopLog func()
-	in.Log, stopLog = logstream.Tee(ctx, a.Runner.Objects, logstream.RunPrefix(in.RunID), activity.GetInfo(ctx).ActivityID, io.Discard, activity.GetLogger(ctx))
+	in.Log, stopLog = logstream.Tee(ctx, a.Runner.Objects, logstream.RankPrefix(in.RunID, in.Rank), activity.GetInfo(ctx).ActivityID, io.Discard, activity.GetLogger(ctx))
 	defer stopLog()
 	activity.RecordHeartbeat(ctx)
 	st, err := a.Runner.RunCommand(ctx, in, func(st training.CommandStatus) { activity.RecordHeartbeat(ctx, st) })
@@ -35,6 +37,18 @@ func (a *AgentActivities) RunCommand(ctx context.Context, in training.CommandInp
 		return st, temporal.NewNonRetryableApplicationError(err.Error(), ErrTrainingFailed, err)
 	}
 	return st, err
+}
+
+// FreePort is a TCP port free on this node now: a multi-node gang's rank 0
+// listens there (MASTER_PORT). Another process may take it before the
+// trainer starts; the gang then fails and is placed again with a new one.
+func (a *AgentActivities) FreePort(ctx context.Context) (int, error) {
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // RunSegment trains one segment, heartbeating the latest iteration's

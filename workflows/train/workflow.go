@@ -113,6 +113,8 @@ type RunProgress struct {
 	Eval    *ppo.EvalResult `json:"eval,omitempty" doc:"Deterministic evaluation of the final policy."`
 	// Output is the end of a command trainer's output once it exited.
 	Output string `json:"output,omitempty" doc:"Command runs: the last lines the trainer printed (live: GET /v1/runs/{id} live_output)."`
+	// Ranks is a multi-node command trainer's node per rank.
+	Ranks []string `json:"ranks,omitempty" doc:"Multi-node command runs (nodes > 1): the node of each rank, rank 0 first."`
 	// RolloutWorkers are the distributed mode's rollout workers.
 	RolloutWorkers []RolloutWorker `json:"rollout_workers,omitempty" doc:"Distributed runs (rollout_workers > 0): each rollout worker's state and node."`
 }
@@ -304,17 +306,18 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 		if spec.Algorithm == training.AlgorithmCommand {
 			// One long activity: the trainer's own process, its checkpoint
 			// dir synced as it goes and restored by the next placement.
-			cmdCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-				TaskQueue:              alloc.Queue,
-				ScheduleToStartTimeout: 30 * time.Second,
-				StartToCloseTimeout:    30 * 24 * time.Hour,
-				HeartbeatTimeout:       20 * time.Second,
-				RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
-			})
 			var st training.CommandStatus
-			err := workflow.ExecuteActivity(cmdCtx, (*AgentActivities).RunCommand, training.CommandInput{
-				RunID: in.RunID, Spec: spec, GPUs: alloc.GPUs, EnvPlugin: in.EnvPlugin,
-			}).Get(ctx, &st)
+			var err error
+			if spec.Ranks() > 1 {
+				var node string
+				if st, node, err = runRanks(ctx, in, spec, *alloc, p); node != "" {
+					alloc.Node = node // the rank that failed or drained first
+				}
+			} else {
+				err = workflow.ExecuteActivity(commandOptions(ctx, alloc.Queue), (*AgentActivities).RunCommand, training.CommandInput{
+					RunID: in.RunID, Spec: spec, GPUs: alloc.GPUs, EnvPlugin: in.EnvPlugin,
+				}).Get(ctx, &st)
+			}
 			if err == nil {
 				p.Checkpoint, p.Output = st.Checkpoint, st.Output
 				if st.Restored > 0 {

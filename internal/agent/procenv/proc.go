@@ -24,6 +24,10 @@ type Command struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
+	// DieWithParent kills the process when the agent that started it dies
+	// (Linux): a trainer whose agent was killed is placed again elsewhere,
+	// and must not train on unwatched beside its successor.
+	DieWithParent bool
 }
 
 // Process is a started command leading its own process group, so the job's
@@ -45,6 +49,9 @@ func Start(c Command) (*Process, error) {
 	cmd.Env, cmd.Dir = c.Env, c.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if c.DieWithParent {
+		dieWithParent(cmd.SysProcAttr)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", c.Path, err)
 	}

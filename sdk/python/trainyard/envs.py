@@ -2,8 +2,9 @@
 
 An env server (every agent runs one for the runs it places; on a laptop,
 ``trainyard env serve``) hosts the plugin in its WebAssembly sandbox. The
-client and the server share the batch buffers (a memfd passed over a Unix
-socket), so a step of 1,024 envs is one short message each way.
+client and the server share the batch buffers (a file in /dev/shm whose
+descriptor is passed over a Unix socket), so a step of 1,024 envs is one
+short message each way.
 
     import trainyard.envs
     env = trainyard.envs.make("CartPole-v1", num_envs=1024)
