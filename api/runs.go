@@ -372,7 +372,7 @@ func (s *Server) getRun(ctx context.Context, id string) (Run, error) {
 			}
 			var cs training.CommandStatus
 			if err := converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &cs); err == nil && cs.Output != "" && (liveRank < 0 || cs.Rank < liveRank) {
-				r.LiveOutput, liveRank = cs.Output, cs.Rank // rank 0's, of a multi-node trainer
+				r.LiveOutput, liveRank = cs.Output, cs.Rank                       // rank 0's, of a multi-node trainer
 				r.Progress.Checkpoint = max(r.Progress.Checkpoint, cs.Checkpoint) // synced while it runs
 			}
 		}
