@@ -107,6 +107,7 @@ def main():
     np.random.seed(a.seed)
     torch.set_num_threads(1)  # small nets: threads cost more than they give
     env = trainyard.envs.make(a.env, num_envs=a.num_envs, seed=a.seed)
+    print("training %s (%s) on %s" % (env.plugin, a.env, device), flush=True)
     n, T = env.num_envs, a.num_steps
     obs_shape = env.single_observation_space.shape
     obs_dim = int(np.prod(obs_shape))
@@ -125,12 +126,12 @@ def main():
     ckpt = os.path.join(trainyard.checkpoint_dir(), "ppo.pt")
     start, global_step, returns = 1, 0, deque(maxlen=20)
     if os.path.exists(ckpt):
-        s = torch.load(ckpt, map_location=device)
+        s = torch.load(ckpt, map_location=device)  # tensors, numbers and lists only: loads with weights_only too
         agent.load_state_dict(s["agent"])
         opt.load_state_dict(s["opt"])
         start, global_step = s["iteration"] + 1, s["global_step"]
         returns.extend(s["returns"])
-        torch.set_rng_state(s["torch_rng"])
+        torch.set_rng_state(s["torch_rng"].cpu())
         print("resumed from %s: iteration %d, %d steps" % (ckpt, s["iteration"], global_step), flush=True)
 
     obs_buf = torch.zeros((T, n, obs_dim), device=device)
@@ -197,13 +198,13 @@ def main():
         if mean is not None:
             scalars["charts/episodic_return"] = mean
         trainyard.report(global_step, **scalars)
+        state = lambda: {"agent": agent.state_dict(), "opt": opt.state_dict(), "iteration": it, "global_step": global_step,  # noqa: E731
+                         "returns": [float(x) for x in returns], "torch_rng": torch.get_rng_state()}
         if it % a.checkpoint_every == 0 or it == iterations:
-            save(ckpt, {"agent": agent.state_dict(), "opt": opt.state_dict(), "iteration": it, "global_step": global_step,
-                        "returns": list(returns), "torch_rng": torch.get_rng_state()})
+            save(ckpt, state())
         print("iteration %d/%d  steps %d  return %s  %.0f steps/s" % (it, iterations, global_step, "-" if mean is None else "%.1f" % mean, sps), flush=True)
         if a.target_return is not None and mean is not None and len(returns) == returns.maxlen and mean >= a.target_return:
-            save(ckpt, {"agent": agent.state_dict(), "opt": opt.state_dict(), "iteration": it, "global_step": global_step,
-                        "returns": list(returns), "torch_rng": torch.get_rng_state()})
+            save(ckpt, state())
             print("target reached: mean return %.1f over the last %d episodes at %d steps" % (mean, len(returns), global_step), flush=True)
             return 0
     env.close()
