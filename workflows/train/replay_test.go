@@ -17,10 +17,14 @@ import (
 //     3 nodes, 6 iterations) from before the gang: the trainer and each
 //     worker placed one by one;
 //   - history-distributed.json: the same run placed as one gang
-//     (version distributed-gang).
+//     (version distributed-gang);
+//   - history-gang.json: a 2-rank command run (--nodes 2, a gloo
+//     all-reduce) on 3 local nodes whose rank 1's agent was killed: rank
+//     0 exited, the lost rank showed within the grace window, and the
+//     gang was placed again away from the dead node and finished.
 func TestReplay(t *testing.T) {
 	for _, file := range []string{"testdata/history.json", "testdata/history-stopped.json",
-		"testdata/history-distributed-v0.json", "testdata/history-distributed.json"} {
+		"testdata/history-distributed-v0.json", "testdata/history-distributed.json", "testdata/history-gang.json"} {
 		t.Run(file, func(t *testing.T) { replaytest.Replay(t, Workflow, Name, file) })
 	}
 }
