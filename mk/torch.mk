@@ -6,6 +6,7 @@
 export TRAINYARD_REQUIRE_TORCH := 1
 
 TEST_DEPS += python-torch
+BENCH_DEPS += python-torch
 
 .PHONY: python-torch
 
