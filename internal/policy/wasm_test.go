@@ -381,23 +381,7 @@ func TestPatchedClusterIsParsedCluster(t *testing.T) {
 			t.Errorf("%s: patched %v, want %v", s.name, patched, s.patch)
 		}
 		parsedWhole = vm.parsedWhole
-		wantUsage, err := usageJSON(usage)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, doc := range []struct {
-			name string
-			addr uint32
-			want []byte
-		}{{"cluster", vm.clusterAddr, clusterJSON(cluster)}, {"usage", vm.usageAddr, wantUsage}} {
-			got, err := vm.dump(ctx, vm.jsonDump, doc.addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !sameJSON(t, got, doc.want) {
-				t.Fatalf("%s: the VM's %s document\n %s\nwant\n %s", s.name, doc.name, got, doc.want)
-			}
-		}
+		vmHolds(t, vm, s.name, cluster, usage)
 		e.wasm.put(vm)
 	}
 }
@@ -448,23 +432,7 @@ func TestPatchGarbageIsBounded(t *testing.T) {
 					whole = vm.parsedWhole
 				}
 				if i%250 == 0 {
-					wantUsage, err := usageJSON(usage)
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, doc := range []struct {
-						name string
-						addr uint32
-						want []byte
-					}{{"cluster", vm.clusterAddr, clusterJSON(cluster)}, {"usage", vm.usageAddr, wantUsage}} {
-						got, err := vm.dump(ctx, vm.jsonDump, doc.addr)
-						if err != nil {
-							t.Fatal(err)
-						}
-						if !sameJSON(t, got, doc.want) {
-							t.Fatalf("decision %d: the VM's %s document\n %s\nwant\n %s", i, doc.name, got, doc.want)
-						}
-					}
+					vmHolds(t, vm, fmt.Sprintf("decision %d", i), cluster, usage)
 				}
 				if i == 4999 {
 					whole = vm.parsedWhole - whole
@@ -475,6 +443,29 @@ func TestPatchGarbageIsBounded(t *testing.T) {
 				t.Fatalf("parsed whole %d times in 5,000 changes, want %d to %d", whole, tc.minWhole, tc.maxWhole)
 			}
 		})
+	}
+}
+
+// vmHolds fails unless the VM's cached documents are those of cluster and
+// usage.
+func vmHolds(t *testing.T, vm *wasmVM, when string, cluster Cluster, usage Usage) {
+	t.Helper()
+	wantUsage, err := usageJSON(usage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range []struct {
+		name string
+		addr uint32
+		want []byte
+	}{{"cluster", vm.clusterAddr, clusterJSON(cluster)}, {"usage", vm.usageAddr, wantUsage}} {
+		got, err := vm.dump(context.Background(), vm.jsonDump, doc.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameJSON(t, got, doc.want) {
+			t.Fatalf("%s: the VM's %s document\n %s\nwant\n %s", when, doc.name, got, doc.want)
+		}
 	}
 }
 
