@@ -125,6 +125,7 @@ def main():
 
     ckpt = os.path.join(trainyard.checkpoint_dir(), "ppo.pt")
     start, global_step, returns = 1, 0, deque(maxlen=20)
+    best = None  # the best mean of 20 episodes this process saw
     if os.path.exists(ckpt):
         s = torch.load(ckpt, map_location=device)  # tensors, numbers and lists only: loads with weights_only too
         agent.load_state_dict(s["agent"])
@@ -195,6 +196,8 @@ def main():
         sps = (global_step - steps0) / max(time.time() - t0, 1e-9)
         scalars = {"losses/policy_loss": pg.item(), "losses/value_loss": vl.item(), "charts/steps_per_second": sps}
         mean = float(np.mean(returns)) if returns else None
+        if mean is not None and len(returns) == returns.maxlen:
+            best = mean if best is None else max(best, mean)
         if mean is not None:
             scalars["charts/episodic_return"] = mean
         trainyard.report(global_step, **scalars)
@@ -209,7 +212,7 @@ def main():
             return 0
     env.close()
     if a.target_return is not None:
-        print("target not reached (best mean %s)" % (mean,), flush=True)
+        print("target not reached (best mean of 20 episodes %s, last %s)" % (best, mean), flush=True)
         return 1
     return 0
 
