@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/trainyard/trainyard/api"
+	"github.com/trainyard/trainyard/internal/pythontest"
 	"github.com/trainyard/trainyard/workflows/selfplay"
 )
 
@@ -107,12 +107,7 @@ func TestCurves(t *testing.T) {
 }
 
 func ppoCurves(t *testing.T, dev *devProc) {
-	if err := exec.Command("/usr/bin/python3", "-c", "import google.protobuf").Run(); err != nil {
-		if os.Getenv("TRAINYARD_REQUIRE_PROTOBUF") != "" {
-			t.Fatalf("python3-protobuf is required (make tensorboard-protobuf installs it): %v", err)
-		}
-		t.Skip("python3-protobuf not installed (make tensorboard-protobuf)")
-	}
+	pythontest.Require(t, "TRAINYARD_REQUIRE_PROTOBUF", "tensorboard-protobuf", "google.protobuf")
 	start := time.Now()
 	id := strings.TrimSpace(cli(t, dev, "run", "train", "--cluster", "lab", "--env", "CartPole-v1", "--iterations", "6", "--checkpoint-every", "3", "--seed", "3", "--detach"))
 	waitRun(t, dev, id, 3*time.Minute, func(r runView) bool { return r.Status != "running" })
@@ -128,7 +123,7 @@ func ppoCurves(t *testing.T, dev *devProc) {
 	if out := cli(t, dev, "run", "tensorboard", id, "-d", dir); !strings.Contains(out, "3 files in") {
 		t.Fatalf("run tensorboard: %q, want two event files (one per segment) and metrics.csv", out)
 	}
-	py := exec.Command("/usr/bin/python3", "-c", readEventsPy, filepath.Join(dir, id))
+	py := exec.Command(pythontest.Python, "-c", readEventsPy, filepath.Join(dir, id))
 	var stderr bytes.Buffer
 	py.Stderr = &stderr
 	raw, err := py.Output()

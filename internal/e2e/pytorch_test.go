@@ -3,8 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/trainyard/trainyard/api"
+	"github.com/trainyard/trainyard/internal/pythontest"
 )
 
 // TestPyTorchTrainerOnPluginEnv is issue "GPU trainers"' e2e: the PyTorch
@@ -24,12 +23,7 @@ import (
 // what a resumed run learns afterwards is another random stream, and PPO
 // on CartPole does not reach 475 within its budget on every stream).
 func TestPyTorchTrainerOnPluginEnv(t *testing.T) {
-	if err := exec.Command("/usr/bin/python3", "-c", "import torch, numpy").Run(); err != nil {
-		if os.Getenv("TRAINYARD_REQUIRE_TORCH") != "" {
-			t.Fatalf("/usr/bin/python3 cannot import torch and numpy (%v): make test installs python3-torch", err)
-		}
-		t.Skipf("no torch for /usr/bin/python3: %v", err)
-	}
+	pythontest.Require(t, "TRAINYARD_REQUIRE_TORCH", "python-torch", "torch", "numpy")
 	example, err := filepath.Abs("../../sdk/python/examples/pytorch_ppo.py")
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +37,7 @@ nodes:
 `, 2)
 	train := func(target string) string {
 		return strings.TrimSpace(cli(t, dev, "run", "train", "--cluster", "lab", "--env", "CartPole-v1", "--gpus", "1", "--sync-every", "2", "--detach", "--",
-			"/usr/bin/python3", example, "--target-return", target, "--checkpoint-every", "5"))
+			pythontest.Python, example, "--target-return", target, "--checkpoint-every", "5"))
 	}
 	succeeded := func(id string) runView {
 		t.Helper()
@@ -113,12 +107,7 @@ dist.destroy_process_group()
 // sum, each in its own log. kill -9 of rank 1's agent restarts the whole
 // gang on a fresh placement, from rank 0's last synced step.
 func TestTwoNodeGangAllReduce(t *testing.T) {
-	if err := exec.Command("/usr/bin/python3", "-c", "import torch.distributed").Run(); err != nil {
-		if os.Getenv("TRAINYARD_REQUIRE_TORCH") != "" {
-			t.Fatalf("/usr/bin/python3 cannot import torch.distributed (%v): make test installs python3-torch", err)
-		}
-		t.Skipf("no torch for /usr/bin/python3: %v", err)
-	}
+	pythontest.Require(t, "TRAINYARD_REQUIRE_TORCH", "python-torch", "torch.distributed")
 	dev, _ := crashableLab(t, t.TempDir(), `
 name: lab
 defaults: {provider: local, provisioner: {kind: local}}
@@ -127,7 +116,7 @@ nodes:
   - {name: node-b}
   - {name: node-c}
 `, 3)
-	id := strings.TrimSpace(cli(t, dev, "run", "train", "--cluster", "lab", "--nodes", "2", "--sync-every", "1", "--detach", "--", "/usr/bin/python3", "-c", allReduce))
+	id := strings.TrimSpace(cli(t, dev, "run", "train", "--cluster", "lab", "--nodes", "2", "--sync-every", "1", "--detach", "--", pythontest.Python, "-c", allReduce))
 	var live struct {
 		Progress struct {
 			Ranks []string `json:"ranks"`

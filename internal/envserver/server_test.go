@@ -17,20 +17,15 @@ import (
 
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/plugintest"
+	"github.com/trainyard/trainyard/internal/pythontest"
 )
 
-// python is Debian's interpreter, which has python3-numpy (mk/numpy.mk);
-// TRAINYARD_REQUIRE_NUMPY (make test) turns a missing numpy into a failure.
-const python = "/usr/bin/python3"
+// python runs the Python client: Debian's, which has python3-numpy.
+const python = pythontest.Python
 
 func needNumpy(t testing.TB) {
 	t.Helper()
-	if err := exec.Command(python, "-c", "import numpy").Run(); err != nil {
-		if os.Getenv("TRAINYARD_REQUIRE_NUMPY") != "" {
-			t.Fatalf("%s cannot import numpy (%v): the Python client needs python3-numpy", python, err)
-		}
-		t.Skipf("%s cannot import numpy: %v", python, err)
-	}
+	pythontest.Require(t, "TRAINYARD_REQUIRE_NUMPY", "selfplay-numpy", "numpy")
 }
 
 // testServer serves the given plugins (name -> module) on a socket in a

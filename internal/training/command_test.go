@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/pluginhost"
+	"github.com/trainyard/trainyard/internal/pythontest"
 	"github.com/trainyard/trainyard/internal/workspec"
 )
 
@@ -75,12 +74,7 @@ echo v1 > "$TRAINYARD_CHECKPOINT_DIR/model.txt"; sleep 3; echo trained`, 1)},
 // gets an env server for it (TRAINYARD_ENV_SOCKET); the Python client
 // steps it from the trainer's process, and any other plugin is refused.
 func TestCommandTrainerStepsItsEnv(t *testing.T) {
-	if err := exec.Command("/usr/bin/python3", "-c", "import numpy").Run(); err != nil {
-		if os.Getenv("TRAINYARD_REQUIRE_NUMPY") != "" {
-			t.Fatalf("/usr/bin/python3 cannot import numpy: %v", err)
-		}
-		t.Skipf("/usr/bin/python3 cannot import numpy: %v", err)
-	}
+	pythontest.Require(t, "TRAINYARD_REQUIRE_NUMPY", "selfplay-numpy", "numpy")
 	ctx := context.Background()
 	wasm := cartpoleWasm
 	sha := pluginhost.SHA256(wasm)
@@ -108,7 +102,7 @@ try:
 except E.EnvServerError as e:
     print("refused:", e)
 `, sdk)
-	spec := Spec{Cluster: "lab", Algorithm: AlgorithmCommand, Command: []string{"/usr/bin/python3", "-c", script}, SyncEverySeconds: 30}.WithDefaults()
+	spec := Spec{Cluster: "lab", Algorithm: AlgorithmCommand, Command: []string{pythontest.Python, "-c", script}, SyncEverySeconds: 30}.WithDefaults()
 	st, err := r.RunCommand(ctx, CommandInput{RunID: fmt.Sprintf("byo-envs-%d", time.Now().UnixNano()), Dir: t.TempDir(),
 		Env: []string{"PATH=/usr/bin:/bin"}, EnvPlugin: sha, Spec: spec}, nil)
 	if err != nil {
