@@ -2,6 +2,7 @@ package training
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/envserver"
 	"github.com/trainyard/trainyard/internal/pluginhost"
+	"github.com/trainyard/trainyard/internal/pluginstore"
 )
 
 // A command trainer whose run names an env plugin finds its env server's
@@ -23,20 +25,32 @@ const (
 // socket in runDir. It serves that plugin only (by its name, name@version
 // or sha256) and grants it no capabilities. stop ends it.
 func (r *Runner) serveEnvs(ctx context.Context, runDir, sha string) (path, label string, stop func(), err error) {
-	mod, err := r.load(ctx, sha, pluginhost.Grants{})
+	wasm, err := r.module(ctx, sha)
 	if err != nil {
+		if errors.Is(err, pluginstore.ErrNotFound) {
+			err = fmt.Errorf("%w: %w", ErrFatal, err)
+		}
 		return "", "", nil, err
 	}
+	load, closeAll := envserver.Modules(r.Plugins, func(context.Context, string) ([]byte, error) { return wasm, nil }, nil)
+	mod, err := load(ctx, sha) // loaded now: a module that is no env fails the run here
+	if err != nil {
+		return "", "", nil, fmt.Errorf("%w: %w", ErrFatal, err)
+	}
 	md := mod.Metadata()
-	if md.Kind != pluginhost.KindEnv {
-		mod.Close(context.WithoutCancel(ctx))
-		return "", "", nil, fmt.Errorf("plugin %s is a %s plugin, not an env: %w", md.Label(), md.Kind, ErrFatal)
+	label = md.Name + "@" + md.Version
+	refs := map[string]bool{sha: true, md.Name: true, label: true}
+	open := func(ctx context.Context, ref string) (*pluginhost.Module, error) {
+		if !refs[ref] {
+			return nil, fmt.Errorf("plugin %q is not granted to this run (it has %s)", ref, label)
+		}
+		return load(ctx, sha)
 	}
 	path = filepath.Join(runDir, "envs.sock")
 	var tmp string
 	if len(path) > 100 { // sun_path holds 107 bytes
 		if tmp, err = os.MkdirTemp("", "trainyard-envs-"); err != nil {
-			mod.Close(context.WithoutCancel(ctx))
+			closeAll(context.WithoutCancel(ctx))
 			return "", "", nil, err
 		}
 		path = filepath.Join(tmp, "envs.sock")
@@ -44,15 +58,8 @@ func (r *Runner) serveEnvs(ctx context.Context, runDir, sha string) (path, label
 	os.Remove(path) // a previous attempt's, on this node
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		mod.Close(context.WithoutCancel(ctx))
+		closeAll(context.WithoutCancel(ctx))
 		return "", "", nil, fmt.Errorf("env server: %w", err)
-	}
-	refs := map[string]bool{sha: true, md.Name: true, md.Name + "@" + md.Version: true}
-	open := func(_ context.Context, ref string) (*pluginhost.Module, error) {
-		if !refs[ref] {
-			return nil, fmt.Errorf("plugin %q is not granted to this run (it has %s@%s)", ref, md.Name, md.Version)
-		}
-		return mod, nil
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
@@ -60,11 +67,10 @@ func (r *Runner) serveEnvs(ctx context.Context, runDir, sha string) (path, label
 		defer close(done)
 		_ = (&envserver.Server{Open: open}).Serve(sctx, ln)
 	}()
-	return path, md.Name + "@" + md.Version, func() {
+	return path, label, func() {
 		cancel()
 		<-done
-		mod.Close(context.Background())
-		os.Remove(path)
+		closeAll(context.Background())
 		if tmp != "" {
 			os.RemoveAll(tmp)
 		}
