@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -83,7 +82,7 @@ func defaultEnvSocket() string {
 // answers on (left by a killed server) but not a live one.
 func listenUnix(path string) (*net.UnixListener, error) {
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err == nil || !errors.Is(err, os.ErrExist) && !strings.Contains(err.Error(), "address already in use") {
+	if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
 		return ln, err
 	}
 	if c, derr := net.Dial("unix", path); derr == nil {

@@ -320,8 +320,6 @@ class VecEnv(_Base):
 
     def close(self, **kwargs):
         """Ends the session; the server frees the instances."""
-        if getattr(self, "closed", True) and self._sock is None:
-            return
         self.closed = True
         if self._sock is not None:
             try:
