@@ -159,13 +159,18 @@ nodes:
 	}
 }
 
-// syncedCheckpoints is how many checkpoints of run id are in S3.
-func syncedCheckpoints(t *testing.T, dev *devProc, id string) int {
+// syncedCheckpoints is the sequence number of run id's newest checkpoint
+// in S3 (0: none yet); older ones are pruned, so their count says little.
+func syncedCheckpoints(t *testing.T, dev *devProc, id string) int64 {
 	var list struct {
-		Checkpoints []json.RawMessage `json:"checkpoints"`
+		Checkpoints []api.CheckpointInfo `json:"checkpoints"`
 	}
 	if code, _, raw := dev.call("GET", "/v1/runs/"+id+"/checkpoints", dev.admin, nil, &list); code != 200 {
 		t.Fatalf("run %s checkpoints: %d %s", id, code, raw)
 	}
-	return len(list.Checkpoints)
+	var newest int64
+	for _, c := range list.Checkpoints {
+		newest = max(newest, c.Seq)
+	}
+	return newest
 }
