@@ -13,6 +13,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
@@ -50,8 +51,18 @@ type Run struct {
 	// LiveOutput is a command trainer's recent output while it runs.
 	LiveOutput string `json:"live_output,omitempty"`
 	// Scalars: what a command trainer reported (TRAINYARD_SCALAR lines).
-	Scalars map[string]scalars.ScalarPoint `json:"scalars,omitempty" doc:"Command runs: each tag's newest value the trainer reported (TRAINYARD_SCALAR lines; the whole curves: GET /v1/runs/{id}/scalars)."`
-	Error   string                         `json:"error,omitempty" doc:"Why the run failed, once failed."`
+	Scalars map[string]scalars.ScalarPoint `json:"scalars,omitempty" doc:"Command and llm runs: each tag's newest value the trainer reported (TRAINYARD_SCALAR lines, a loop step's loss; the whole curves: GET /v1/runs/{id}/scalars)."`
+	// Loop is a kind llm run's loop, live from its activities' heartbeats.
+	Loop  *LoopLive `json:"loop,omitempty" doc:"Kind llm, while it runs: the trainer's and each rollout worker's latest heartbeat (every ~2-16 s)."`
+	Error string    `json:"error,omitempty" doc:"Why the run failed, once failed."`
+}
+
+// LoopLive is a running loop's state as its activities last reported it.
+type LoopLive struct {
+	Trainer *training.LoopStatus        `json:"trainer,omitempty"`
+	Workers []training.LoopWorkerStatus `json:"workers"`
+	// TrajectoriesPerSec sums the workers' rates.
+	TrajectoriesPerSec float64 `json:"trajectories_per_sec"`
 }
 
 // CheckpointInfo is one stored checkpoint.
@@ -366,6 +377,9 @@ func (s *Server) getRun(ctx context.Context, id string) (Run, error) {
 			if pa.GetHeartbeatDetails() == nil {
 				continue
 			}
+			if loopHeartbeat(&r, pa.GetActivityType().GetName(), pa.GetHeartbeatDetails()) {
+				continue
+			}
 			var m ppo.Metrics
 			if err := converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &m); err == nil && m.Iteration > 0 {
 				r.Live = &m
@@ -389,10 +403,37 @@ func (s *Server) getRun(ctx context.Context, id string) (Run, error) {
 	if in, err := s.runInput(ctx, id); err == nil {
 		r.Spec, r.Name, r.Cluster, r.Env = in.Spec, in.Spec.Name, in.Spec.Cluster, in.Spec.Env
 	}
-	if r.Spec.Algorithm == training.AlgorithmCommand {
+	if r.Spec.Algorithm == training.AlgorithmCommand || r.Spec.Kind == training.KindLLM {
 		r.Scalars = s.latestScalars(ctx, id)
 	}
 	return r, nil
+}
+
+// loopHeartbeat reads a kind llm run's activity heartbeat into r.Loop;
+// false for any other activity.
+func loopHeartbeat(r *Run, activity string, details *commonpb.Payloads) bool {
+	dc := converter.GetDefaultDataConverter()
+	if r.Loop == nil && (activity == "RunLoopTrainer" || activity == "RunLoopRollouts") {
+		r.Loop = &LoopLive{Workers: []training.LoopWorkerStatus{}}
+	}
+	switch activity {
+	case "RunLoopTrainer":
+		var st training.LoopStatus
+		if dc.FromPayloads(details, &st) == nil {
+			r.Loop.Trainer = &st
+			r.LiveOutput = st.Output
+			r.Progress.Checkpoint = max(r.Progress.Checkpoint, st.Checkpoint)
+		}
+	case "RunLoopRollouts":
+		var w training.LoopWorkerStatus
+		if dc.FromPayloads(details, &w) == nil {
+			r.Loop.Workers = append(r.Loop.Workers, w)
+			r.Loop.TrajectoriesPerSec += w.PerSec
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // runInput reads the run's input from its first history event.

@@ -24,7 +24,7 @@ import (
 
 func newRunCmd() *cobra.Command {
 	cf := &clientFlags{}
-	cmd := &cobra.Command{Use: "run", Short: "Training runs: train, ls, show, logs, pause, resume, cancel, checkpoints, download, scalars, tensorboard"}
+	cmd := &cobra.Command{Use: "run", Short: "Training runs: train, llm, ls, show, logs, pause, resume, cancel, checkpoints, download, scalars, tensorboard"}
 	addClientFlags(cmd, cf)
 
 	var spec training.Spec
@@ -290,7 +290,7 @@ func newRunCmd() *cobra.Command {
 	}
 	download.Flags().StringVarP(&outDir, "dir", "d", ".", "directory to write the files to")
 
-	cmd.AddCommand(trainCmd, ls, show, logs, verb("pause", "Pause a run at its next checkpoint"),
+	cmd.AddCommand(trainCmd, newRunLLMCmd(cf), ls, show, logs, verb("pause", "Pause a run at its next checkpoint"),
 		verb("resume", "Resume a paused run"), verb("cancel", "Cancel a run (its checkpoints stay)"), ckpts, download)
 	cmd.AddCommand(curveCmds(cf, "ID", "a run", func(id string) (string, error) { return "/v1/runs/" + url.PathEscape(id), nil })...)
 	return cmd
@@ -351,6 +351,7 @@ func runTable(w *tabwriter.Writer, r api.Run) {
 		m := p.Metrics[n-1]
 		fmt.Fprintf(w, "last iteration\tsteps/s %.0f  policy loss %.4f  value loss %.4f  kl %.5f  entropy %.4f\n", m.StepsPerSecond, m.PolicyLoss, m.ValueLoss, m.ApproxKL, m.Entropy)
 	}
+	loopRows(w, r)
 	scalarsRows(w, r.Scalars)
 	for _, rs := range p.Restores {
 		fmt.Fprintf(w, "restored\tfrom checkpoint %d at iteration %d\n", rs.Checkpoint, rs.Iteration)
@@ -426,6 +427,9 @@ func followRun(ctx context.Context, c *apiclient.Client, id string, w io.Writer)
 }
 
 func progressLine(r api.Run) string {
+	if r.Spec.Kind == training.KindLLM {
+		return loopProgressLine(r)
+	}
 	p := r.Progress
 	it, ts, ret := p.Iteration, p.Timesteps, p.MeanReturn
 	sps := 0.0

@@ -15,10 +15,17 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/trajpool"
 )
+
+// Sink takes finished trajectories: a *trajpool.Pool in the same process,
+// or a *trajpool.Client of one on another node.
+type Sink interface {
+	Put(ctx context.Context, t trajpool.Trajectory) error
+}
 
 // Config configures a worker.
 type Config struct {
@@ -27,17 +34,47 @@ type Config struct {
 	Concurrency int                // env instances in flight (default 100)
 	Episodes    int64              // episodes to finish (required)
 	Seed        uint64             // episode e is reset with Seed+e
+	// Stride and Offset number this worker's episodes when several share
+	// one numbering: its i-th episode is Offset + i*Stride (Stride
+	// default 1). Skip, when set, passes over episodes already done (by a
+	// predecessor, before a crash); they count towards Episodes.
+	Stride, Offset int64
+	Skip           func(episode int64) bool
 	// Policy picks an action for an observation (default: all zeros). It is
 	// called from many goroutines at once.
 	Policy func(episode int64, obs, action []float32)
-	Pool   *trajpool.Pool
+	Pool   Sink
 	// Version is the weight version of trajectories that made no inference
 	// call (e.g. the local policy's); calls record their endpoint's.
 	Version func() int64
 	// MaxAttempts bounds replays of one episode (default 5); an episode
-	// failing that often fails the worker.
+	// failing that often fails the worker. Negative: replay without end,
+	// backing off up to 10 s between attempts (an endpoint that is down
+	// makes the worker wait, with Live.Waiting saying why).
 	MaxAttempts int
 	MaxSteps    int // per episode (default: the plugin's max_episode_steps, else 1000)
+	// Live, when set, is updated as episodes finish.
+	Live *Live
+}
+
+// Live is a running worker's progress, read while it runs.
+type Live struct {
+	Episodes atomic.Int64 // trajectories put
+	Replayed atomic.Int64 // episodes replayed after a failure
+	Failing  atomic.Int64 // episodes whose last attempt failed, not yet replayed to success
+	lastErr  atomic.Pointer[string]
+}
+
+// LastError is the newest failure of an episode still failing ("" when
+// none is).
+func (l *Live) LastError() string {
+	if l.Failing.Load() == 0 {
+		return ""
+	}
+	if p := l.lastErr.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Stats report a finished Run.
@@ -63,6 +100,12 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 		if cfg.MaxSteps <= 0 {
 			cfg.MaxSteps = 1000
 		}
+	}
+	if cfg.Stride <= 0 {
+		cfg.Stride = 1
+	}
+	if cfg.Live == nil {
+		cfg.Live = &Live{}
 	}
 	if cfg.Episodes <= 0 || cfg.Pool == nil {
 		return Stats{}, fmt.Errorf("rollout worker %s: needs episodes > 0 and a pool", cfg.Name)
@@ -97,24 +140,20 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 			}()
 			r := runner{cfg: cfg, env: env, od: od, ad: ad}
 			for {
-				e := next.Add(1) - 1
-				if e >= cfg.Episodes || ctx.Err() != nil {
+				i := next.Add(1) - 1
+				if i >= cfg.Episodes || ctx.Err() != nil {
 					return
 				}
-				var t trajpool.Trajectory
-				for attempt := 1; ; attempt++ {
-					t, err = r.episode(ctx, e)
-					setMem(int64(env.InstanceMemoryBytes()))
-					if err == nil || ctx.Err() != nil {
-						break
-					}
-					if attempt == cfg.MaxAttempts {
-						cancel(fmt.Errorf("rollout worker %s: episode %d failed %d times, last: %w", cfg.Name, e, attempt, err))
-						return
-					}
-					replayed.Add(1)
+				e := cfg.Offset + i*cfg.Stride
+				if cfg.Skip != nil && cfg.Skip(e) {
+					continue
 				}
+				t, err := r.play(ctx, e, setMem, &replayed)
 				if err != nil {
+					cancel(err)
+					return
+				}
+				if ctx.Err() != nil {
 					return
 				}
 				t.Worker = cfg.Name
@@ -123,6 +162,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 					return
 				}
 				done.Add(1)
+				cfg.Live.Episodes.Add(1)
 			}
 		})
 	}
@@ -132,6 +172,46 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 		return st, err
 	}
 	return st, nil
+}
+
+// play plays episode e until an attempt succeeds; a failed attempt is
+// replayed from the seed on the same instance (the host discarded the
+// broken one), up to MaxAttempts.
+func (r *runner) play(ctx context.Context, e int64, setMem func(int64), replayed *atomic.Int64) (trajpool.Trajectory, error) {
+	cfg := r.cfg
+	failing := false
+	defer func() {
+		if failing {
+			cfg.Live.Failing.Add(-1)
+		}
+	}()
+	wait := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		t, err := r.episode(ctx, e)
+		setMem(int64(r.env.InstanceMemoryBytes()))
+		if err == nil || ctx.Err() != nil {
+			return t, nil
+		}
+		if attempt == cfg.MaxAttempts {
+			return t, fmt.Errorf("rollout worker %s: episode %d failed %d times, last: %w", cfg.Name, e, attempt, err)
+		}
+		replayed.Add(1)
+		cfg.Live.Replayed.Add(1)
+		msg := fmt.Sprintf("episode %d, attempt %d: %v", e, attempt, err)
+		cfg.Live.lastErr.Store(&msg)
+		if !failing {
+			failing = true
+			cfg.Live.Failing.Add(1)
+		}
+		if cfg.MaxAttempts < 0 {
+			select {
+			case <-ctx.Done():
+				return t, nil
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 10*time.Second)
+		}
+	}
 }
 
 // runner is one goroutine's env and buffers.

@@ -16,21 +16,35 @@ func grants(in SegmentInput) (pluginhost.Grants, error) {
 	if c == nil || len(c.HTTP) == 0 {
 		return pluginhost.Grants{}, nil
 	}
-	defs := map[string]inference.Endpoint{}
-	for _, e := range in.Endpoints {
-		defs[e.Name] = e
+	clients, err := endpointClients(in.RunID, c.HTTP, in.Endpoints)
+	if err != nil {
+		return pluginhost.Grants{}, err
 	}
-	clients := map[string]*inference.Client{}
-	for _, name := range c.HTTP {
-		e, ok := defs[name]
+	m := map[string]*inference.Client{}
+	for _, cl := range clients {
+		m[cl.Endpoint().Name] = cl
+	}
+	return pluginhost.Grants{HTTP: pluginhost.NewHTTPGrant(in.RunID, m, pluginhost.HTTPLimits{Rate: c.HTTPRate, Burst: c.HTTPBurst})}, nil
+}
+
+// endpointClients are clients of the named endpoints, in order, from the
+// definitions the run carries.
+func endpointClients(run string, names []string, defs []inference.Endpoint) ([]*inference.Client, error) {
+	byName := map[string]inference.Endpoint{}
+	for _, e := range defs {
+		byName[e.Name] = e
+	}
+	var out []*inference.Client
+	for _, name := range names {
+		e, ok := byName[name]
 		if !ok {
-			return pluginhost.Grants{}, fmt.Errorf("run %s: capabilities.http grants endpoint %q but the cluster declares no such endpoint: %w", in.RunID, name, ErrFatal)
+			return nil, fmt.Errorf("run %s: capabilities.http grants endpoint %q but the cluster declares no such endpoint: %w", run, name, ErrFatal)
 		}
 		cl, err := inference.NewClient(e, inference.ClientOptions{})
 		if err != nil {
-			return pluginhost.Grants{}, fmt.Errorf("run %s: endpoint %s: %w: %w", in.RunID, name, ErrFatal, err)
+			return nil, fmt.Errorf("run %s: endpoint %s: %w: %w", run, name, ErrFatal, err)
 		}
-		clients[name] = cl
+		out = append(out, cl)
 	}
-	return pluginhost.Grants{HTTP: pluginhost.NewHTTPGrant(in.RunID, clients, pluginhost.HTTPLimits{Rate: c.HTTPRate, Burst: c.HTTPBurst})}, nil
+	return out, nil
 }

@@ -69,6 +69,8 @@ func ParseScalarLine(line string) (step int64, v scalars.Value, ok bool, err err
 type scalarLines struct {
 	log   scalars.Log
 	notes io.Writer
+	// also, when set, sees every line too (the loop's step lines).
+	also func(string)
 
 	mu      sync.Mutex
 	partial []byte
@@ -99,6 +101,9 @@ func (s *scalarLines) Write(p []byte) (int, error) {
 			break
 		}
 		s.line(string(s.partial[:i]))
+		if s.also != nil {
+			s.also(string(s.partial[:i]))
+		}
 		s.partial = s.partial[i+1:]
 	}
 	if len(s.partial) > maxLine {
@@ -124,6 +129,14 @@ func (s *scalarLines) line(l string) {
 		now := float64(time.Now().UnixNano()) / 1e9 // when it was printed
 		s.pending[step] = scalars.Merge(s.pending[step], scalars.Step{Step: step, WallTime: now, Values: []scalars.Value{v}})
 	}
+}
+
+// add records one scalar the agent itself measured (a loop step's loss).
+func (s *scalarLines) add(step int64, tag string, value float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := float64(time.Now().UnixNano()) / 1e9
+	s.pending[step] = scalars.Merge(s.pending[step], scalars.Step{Step: step, WallTime: now, Values: []scalars.Value{{Tag: tag, Value: value}}})
 }
 
 // flush writes the scalars collected since the last flush to the run's

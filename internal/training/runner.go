@@ -385,6 +385,10 @@ func checkPlugins(m checkpoint.Manifest, in SegmentInput) error {
 }
 
 func (r *Runner) load(ctx context.Context, sha string, g pluginhost.Grants) (*pluginhost.Module, error) {
+	return r.loadWith(ctx, sha, pluginhost.LoadOptions{}, g)
+}
+
+func (r *Runner) loadWith(ctx context.Context, sha string, o pluginhost.LoadOptions, g pluginhost.Grants) (*pluginhost.Module, error) {
 	wasm, err := r.module(ctx, sha)
 	if err != nil {
 		if errors.Is(err, pluginstore.ErrNotFound) {
@@ -392,7 +396,7 @@ func (r *Runner) load(ctx context.Context, sha string, g pluginhost.Grants) (*pl
 		}
 		return nil, err
 	}
-	m, err := r.Plugins.LoadGranted(ctx, wasm, pluginhost.LoadOptions{}, g)
+	m, err := r.Plugins.LoadGranted(ctx, wasm, o, g)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w: %w", short(sha), ErrFatal, err)
 	}

@@ -24,6 +24,15 @@ import (
 const (
 	AlgorithmPPO     = "ppo"
 	AlgorithmCommand = "command"
+	// AlgorithmLLM is what WithDefaults sets for kind llm: the trainer is
+	// the loop's (a command on the batch protocol, or a remote API).
+	AlgorithmLLM = "llm"
+)
+
+// Run kinds.
+const (
+	KindTraining = "training"
+	KindLLM      = "llm"
 )
 
 // Spec is one training run as submitted. The seed-000 knobs map onto
@@ -31,13 +40,16 @@ const (
 // (EPISODE_LENGTH: env steps per instance per iteration) and BatchSize
 // (BATCH_SIZE: the minibatch size).
 type Spec struct {
+	// Kind llm is the LLM-RL loop (loop.go): rollout workers, a
+	// trajectory pool, a trainer and weight sync.
+	Kind    string `json:"kind,omitempty" enum:"training,llm" doc:"training (the default) or llm: the LLM-RL loop of rollout workers that put an inference endpoint's episodes in a trajectory pool, a trainer that learns from its batches, and weight sync back to the endpoints (llm section; docs/llm.md)."`
 	Name    string `json:"name,omitempty" doc:"A label for people; the run id is generated."`
 	Cluster string `json:"cluster" doc:"Cluster whose nodes run it."`
 	Env     string `json:"env,omitempty" doc:"Env plugin: sha256, name@version or name (required for ppo)."`
 	Reward  string `json:"reward,omitempty" doc:"Optional reward-shaping plugin applied on top of the env's reward."`
 	// Algorithm is "ppo" (the built-in learner) or "command" (Command, a
 	// bring-your-own trainer such as a PyTorch script).
-	Algorithm string   `json:"algorithm,omitempty" enum:"ppo,command" doc:"ppo (built-in learner, default) or command (run Command as the trainer)."`
+	Algorithm string   `json:"algorithm,omitempty" enum:"ppo,command,llm" doc:"ppo (built-in learner, default) or command (run Command as the trainer); llm is set by kind llm."`
 	Command   []string `json:"command,omitempty" maxItems:"256" doc:"Bring-your-own trainer: argv run on the node with its GPUs (CUDA_VISIBLE_DEVICES), a minimal environment and TRAINYARD_CHECKPOINT_DIR, synced to S3 and restored before any restart; its exit status decides the run."`
 	GPUs      int      `json:"gpus,omitempty" minimum:"0" maximum:"64" doc:"GPUs the trainer gets (command runs; per node with nodes > 1)."`
 	// Nodes > 1 runs Command as that many processes, one per node, placed
@@ -75,6 +87,8 @@ type Spec struct {
 	// Capabilities are granted to the run's plugins, never ambient
 	// (docs/plugin-abi.md §8).
 	Capabilities *Capabilities `json:"capabilities,omitempty" doc:"Capabilities granted to the run's plugins; nothing is ambient (docs/plugin-abi.md §8)."`
+	// LLM configures a kind llm run.
+	LLM *Loop `json:"llm,omitempty" doc:"Kind llm: the loop's pool, trainer steps and weight sync (docs/llm.md)."`
 }
 
 // Capabilities a run grants to its plugins.
@@ -97,6 +111,9 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
 // WithDefaults fills unset knobs.
 func (s Spec) WithDefaults() Spec {
+	if s.Kind == KindLLM {
+		s = s.loopDefaults()
+	}
 	if s.Algorithm == "" {
 		s.Algorithm = AlgorithmPPO
 	}
@@ -152,6 +169,14 @@ func (s Spec) Validate() error {
 	if s.Cluster == "" {
 		bad("cluster", "required")
 	}
+	switch {
+	case s.Kind == KindLLM:
+		errs = append(errs, s.validateLoop()...)
+	case s.Kind != "" && s.Kind != KindTraining:
+		bad("kind", "%q is not a run kind (%q or %q)", s.Kind, KindTraining, KindLLM)
+	case s.LLM != nil:
+		bad("llm", "belongs to kind %q", KindLLM)
+	}
 	switch s.Algorithm {
 	case AlgorithmPPO:
 		if s.Env == "" {
@@ -159,6 +184,10 @@ func (s Spec) Validate() error {
 		}
 		if len(s.Command) > 0 || s.GPUs > 0 || s.Nodes > 1 {
 			bad("command", "command, gpus and nodes belong to algorithm %q", AlgorithmCommand)
+		}
+	case AlgorithmLLM:
+		if s.Kind != KindLLM {
+			bad("algorithm", "%q is set by kind %q", AlgorithmLLM, KindLLM)
 		}
 	case AlgorithmCommand:
 		if s.Nodes < 0 || s.Nodes > 64 {
@@ -190,7 +219,7 @@ func (s Spec) Validate() error {
 	}
 	if s.RolloutWorkers < 0 || s.RolloutWorkers > 64 {
 		bad("rollout_workers", "must be 0..64, got %d", s.RolloutWorkers)
-	} else if s.RolloutWorkers > 0 && s.Algorithm != AlgorithmPPO {
+	} else if s.RolloutWorkers > 0 && s.Algorithm != AlgorithmPPO && s.Kind != KindLLM {
 		bad("rollout_workers", "distributed rollouts need algorithm %q", AlgorithmPPO)
 	}
 	if s.RolloutCPUs < 0 || math.IsNaN(s.RolloutCPUs) || math.IsInf(s.RolloutCPUs, 0) || (s.RolloutWorkers > 0 && s.RolloutCPUs == 0) {

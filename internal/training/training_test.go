@@ -22,7 +22,7 @@ var (
 	bucket *objstore.Store
 	// Built before S3 starts: versitygw's posix backend chdirs into its
 	// root, after which the repository can no longer be found from the cwd.
-	cartpoleWasm, pendulumWasm []byte
+	cartpoleWasm, pendulumWasm, arithmeticWasm []byte
 )
 
 func buildPlugin(pkg string) ([]byte, error) {
@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 		var err error
 		if cartpoleWasm, err = buildPlugin("./plugins/cartpole"); err == nil {
 			pendulumWasm, err = buildPlugin("./plugins/pendulum")
+		}
+		if err == nil {
+			arithmeticWasm, err = buildPlugin("./plugins/arithmetic")
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

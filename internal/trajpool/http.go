@@ -15,7 +15,8 @@ import (
 // waits while the pool is full under the block policy), a bring-your-own
 // trainer GET /v1/batch?n=32&wait=30s (the n oldest, 204 if not enough
 // arrive in time) and PUT /v1/weight-version {"version": v} after it
-// publishes new weights; GET /v1/stats reports the counters.
+// publishes new weights; GET /v1/stats reports the counters and GET
+// /v1/accepted the episodes accepted so far (a Ledger, for Dedup pools).
 func Handler(p *Pool, maxBody int64) http.Handler {
 	if maxBody <= 0 {
 		maxBody = 16 << 20
@@ -79,7 +80,11 @@ func Handler(p *Pool, maxBody int64) http.Handler {
 	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
 		st := p.Stats()
 		writeJSON(w, map[string]any{"depth": st.Depth, "put": st.Put, "taken": st.Taken, "dropped": st.Dropped,
-			"blocked_puts": st.BlockedPuts, "blocked_seconds": st.BlockedTime.Seconds(), "max_lag": st.MaxLag})
+			"blocked_puts": st.BlockedPuts, "blocked_seconds": st.BlockedTime.Seconds(), "max_lag": st.MaxLag,
+			"duplicates": st.Duplicates, "stale": st.Stale, "lag": st.Lag})
+	})
+	mux.HandleFunc("GET /v1/accepted", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, p.Accepted())
 	})
 	return mux
 }

@@ -6,8 +6,10 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestHTTP: workers in other processes push over HTTP and block while the
@@ -95,5 +97,48 @@ func TestHTTP(t *testing.T) {
 		if res.StatusCode != http.StatusBadRequest || res.Header.Get("Content-Type") != "application/problem+json" {
 			t.Errorf("%s %s %s: %s %s, want a 400 problem", tc.method, tc.path, tc.body, res.Status, res.Header.Get("Content-Type"))
 		}
+	}
+}
+
+// TestClient: a worker's client waits while the pool is away (reporting
+// why), delivers once it is up, and reads the accepted episodes.
+func TestClient(t *testing.T) {
+	p, _ := newPool(t, Options{Name: "client", Capacity: 4, Dedup: true})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // away for now
+	var mu sync.Mutex
+	var reasons []string
+	c := &Client{URL: "http://" + addr, Waiting: func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }}
+	done := make(chan error, 1)
+	go func() { done <- c.Put(t.Context(), Trajectory{Episode: 7}) }()
+	time.Sleep(300 * time.Millisecond)
+	l, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("port %s taken meanwhile: %v", addr, err)
+	}
+	srv := &http.Server{Handler: Handler(p, 0)}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Put(t.Context(), Trajectory{Episode: 7}); err != nil { // a retried put
+		t.Fatal(err)
+	}
+	acc, err := c.Accepted(t.Context())
+	if err != nil || acc.Len() != 1 || !acc.Has(7) {
+		t.Fatalf("accepted %v %v", acc.r, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reasons) < 2 || !strings.Contains(reasons[0], "waiting for the trajectory pool") || reasons[len(reasons)-1] != "" {
+		t.Fatalf("reasons %q", reasons)
+	}
+	if st := p.Stats(); st.Put != 1 || st.Duplicates != 1 {
+		t.Fatalf("pool %+v", st)
 	}
 }

@@ -68,6 +68,16 @@ type Options struct {
 	Capacity      int    // trajectories held (default 1024)
 	Policy        Policy // default Block
 	MeterProvider metric.MeterProvider
+	// MaxLag, when > 0, is the most off-policy lag a trainer takes: older
+	// trajectories are discarded when a batch is taken (Stats.Stale).
+	MaxLag int64
+	// Dedup makes the pool accept each episode number once: a put of an
+	// episode it already accepted succeeds without adding anything
+	// (Stats.Duplicates), so a worker replaying after a crash, or retrying
+	// a put whose answer it lost, never counts an episode twice. Accepted
+	// seeds the set (a loop restored from its checkpoint).
+	Dedup    bool
+	Accepted Ledger
 }
 
 // Pool is a bounded FIFO of trajectories. Safe for concurrent use.
@@ -83,6 +93,9 @@ type Pool struct {
 	changed chan struct{} // closed and replaced on every Put, take or Close
 	closed  bool
 	stats   Stats
+	maxLag  int64
+	dedup   bool
+	seen    Ledger // episodes accepted (Dedup)
 
 	attrs      metric.MeasurementOption
 	put        metric.Int64Counter
@@ -102,7 +115,15 @@ type Stats struct {
 	BlockedPuts int64         // puts that waited for room
 	BlockedTime time.Duration // total time puts waited
 	MaxLag      int64         // largest off-policy lag of a taken trajectory
+	Duplicates  int64         // puts of an episode already accepted (Dedup)
+	Stale       int64         // trajectories discarded at take time for lag > MaxLag
+	// Lag counts taken trajectories by off-policy lag: Lag[i] those of lag
+	// i, the last bucket those of LagBuckets-1 or more.
+	Lag [LagBuckets]int64
 }
+
+// LagBuckets is the size of Stats.Lag.
+const LagBuckets = 9
 
 // New creates a pool.
 func New(o Options) (*Pool, error) {
@@ -120,7 +141,11 @@ func New(o Options) (*Pool, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
+	if o.MaxLag < 0 {
+		return nil, fmt.Errorf("trajectory pool %s: max lag %d, want ≥ 0", o.Name, o.MaxLag)
+	}
 	p := &Pool{name: o.Name, cap: o.Capacity, policy: o.Policy, items: make([]Trajectory, o.Capacity), changed: make(chan struct{}),
+		maxLag: o.MaxLag, dedup: o.Dedup, seen: o.Accepted.Clone(),
 		attrs: metric.WithAttributes(attribute.String("pool", o.Name), attribute.String("policy", string(o.Policy)))}
 	m := mp.Meter("github.com/trainyard/trainyard/internal/trajpool")
 	p.put, _ = m.Int64Counter("trainyard.trajpool.put", metric.WithUnit("{trajectory}"), metric.WithDescription("trajectories added"))
@@ -183,6 +208,10 @@ func (p *Pool) Put(ctx context.Context, t Trajectory) error {
 	if p.closed {
 		return fmt.Errorf("trajectory pool %s: put: %w", p.name, ErrClosed)
 	}
+	if p.dedup && !p.seen.Add(t.Episode) {
+		p.stats.Duplicates++
+		return nil
+	}
 	if p.n == p.cap { // DropOldest
 		p.items[p.head] = Trajectory{}
 		p.head = (p.head + 1) % p.cap
@@ -210,40 +239,91 @@ func (p *Pool) waitedLocked(ctx context.Context, start time.Time) {
 	p.blockedDur.Record(ctx, d.Seconds(), p.attrs)
 }
 
-// Batch waits until n trajectories are pooled and takes the n oldest.
+// Batch waits until n trajectories are pooled and takes the n oldest;
+// with MaxLag, older trajectories are discarded on the way.
 func (p *Pool) Batch(ctx context.Context, n int) ([]Trajectory, error) {
 	if n < 1 || n > p.cap {
 		return nil, fmt.Errorf("trajectory pool %s: batch of %d outside [1,%d]", p.name, n, p.cap)
 	}
+	out := make([]Trajectory, 0, n)
 	p.mu.Lock()
-	for !p.closed && p.n < n {
-		ch := p.changed
-		p.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("trajectory pool %s: batch: %w", p.name, ctx.Err())
-		}
-		p.mu.Lock()
-	}
 	defer p.mu.Unlock()
-	if p.n < n {
-		return nil, fmt.Errorf("trajectory pool %s: batch: %w with %d of %d trajectories", p.name, ErrClosed, p.n, n)
+	for len(out) < n {
+		for !p.closed && p.n < n-len(out) {
+			ch := p.changed
+			p.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				p.mu.Lock()
+				p.unTake(out)
+				return nil, fmt.Errorf("trajectory pool %s: batch: %w", p.name, ctx.Err())
+			}
+			p.mu.Lock()
+		}
+		if p.n < n-len(out) {
+			p.unTake(out)
+			return nil, fmt.Errorf("trajectory pool %s: batch: %w with %d of %d trajectories", p.name, ErrClosed, p.n, n)
+		}
+		for p.n > 0 && len(out) < n {
+			t := p.items[p.head]
+			p.items[p.head] = Trajectory{}
+			p.head = (p.head + 1) % p.cap
+			p.n--
+			if p.maxLag > 0 && p.version-t.WeightVersion > p.maxLag {
+				p.stats.Stale++
+				p.dropped.Add(ctx, 1, p.attrs)
+				continue
+			}
+			out = append(out, t)
+		}
+		p.signal()
 	}
-	out := make([]Trajectory, n)
-	for i := range out {
-		out[i] = p.items[p.head]
-		p.items[p.head] = Trajectory{}
-		p.head = (p.head + 1) % p.cap
-		lag := max(p.version-out[i].WeightVersion, 0)
+	for _, t := range out {
+		lag := max(p.version-t.WeightVersion, 0)
 		p.stats.MaxLag = max(p.stats.MaxLag, lag)
+		p.stats.Lag[min(lag, LagBuckets-1)]++
 		p.lag.Record(ctx, lag, p.attrs)
 	}
-	p.n -= n
 	p.stats.Taken += int64(n)
 	p.taken.Add(ctx, int64(n), p.attrs)
-	p.signal()
 	return out, nil
+}
+
+// unTake puts back trajectories a batch took before it gave up, oldest
+// first, ahead of the rest; p.mu must be held. A batch is all or nothing.
+func (p *Pool) unTake(ts []Trajectory) {
+	for i := len(ts) - 1; i >= 0; i-- {
+		if p.n == p.cap {
+			return // only puts after the take could fill it: DropOldest's loss
+		}
+		p.head = (p.head - 1 + p.cap) % p.cap
+		p.items[p.head] = ts[i]
+		p.n++
+	}
+	p.signal()
+}
+
+// Accepted is every episode the pool accepted (Dedup): pooled, taken or
+// dropped. A restarted rollout worker skips these.
+func (p *Pool) Accepted() Ledger {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seen.Clone()
+}
+
+// Settled is Accepted less the episodes still pooled: what a trainer's
+// checkpoint taken now has used (or what was dropped). A loop restored
+// from that checkpoint seeds a fresh pool with it, and the rollout
+// workers play the rest again.
+func (p *Pool) Settled() Ledger {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.seen.Clone()
+	for i := range p.n {
+		l.Remove(p.items[(p.head+i)%p.cap].Episode)
+	}
+	return l
 }
 
 // SetWeightVersion records the trainer's current weight version (lag is

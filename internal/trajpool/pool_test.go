@@ -198,3 +198,70 @@ func TestCancelAndClose(t *testing.T) {
 		t.Fatalf("put after close: %v", err)
 	}
 }
+
+// TestDedupAndSettled: a Dedup pool takes each episode once (a replay or a
+// retried put is a duplicate), Settled leaves out what is still pooled,
+// and a pool seeded with a settled ledger refuses those episodes again.
+func TestDedupAndSettled(t *testing.T) {
+	ctx := context.Background()
+	p, _ := newPool(t, Options{Name: "dedup", Capacity: 8, Dedup: true})
+	for _, e := range []int64{0, 1, 2, 1, 3, 0} {
+		if err := p.Put(ctx, Trajectory{Episode: e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := p.Stats(); st.Put != 4 || st.Duplicates != 2 || st.Depth != 4 {
+		t.Fatalf("stats %+v", st)
+	}
+	b, err := p.Batch(ctx, 2)
+	if err != nil || b[0].Episode != 0 || b[1].Episode != 1 {
+		t.Fatalf("batch %+v %v", b, err)
+	}
+	settled, accepted := p.Settled(), p.Accepted()
+	if !settled.Has(0) || !settled.Has(1) || settled.Has(2) || settled.Len() != 2 || accepted.Len() != 4 {
+		t.Fatalf("settled %v accepted %v", settled.r, accepted.r)
+	}
+	q, _ := newPool(t, Options{Name: "restored", Capacity: 8, Dedup: true, Accepted: settled})
+	for _, e := range []int64{0, 1, 2, 3} {
+		if err := q.Put(ctx, Trajectory{Episode: e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := q.Stats(); st.Put != 2 || st.Duplicates != 2 {
+		t.Fatalf("restored pool %+v: want 2 and 3 again, 0 and 1 as duplicates", st)
+	}
+}
+
+// TestMaxLag: trajectories older than max_lag versions are discarded when
+// a batch is taken, and the batch still has n fresh ones; lags are
+// counted per bucket.
+func TestMaxLag(t *testing.T) {
+	ctx := context.Background()
+	p, _ := newPool(t, Options{Name: "lag", Capacity: 8, MaxLag: 2})
+	for e, v := range []int64{0, 1, 3, 4, 2, 4} {
+		if err := p.Put(ctx, Trajectory{Episode: int64(e), WeightVersion: v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.SetWeightVersion(4)
+	b, err := p.Batch(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b[0].Episode != 2 || b[1].Episode != 3 || b[2].Episode != 4 {
+		t.Fatalf("batch %+v: want episodes 2, 3, 4", b)
+	}
+	st := p.Stats()
+	if st.Stale != 2 || st.Depth != 1 || st.Lag[0] != 1 || st.Lag[1] != 1 || st.Lag[2] != 1 || st.MaxLag != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	// Not enough fresh ones: the batch waits, and gives back what it took.
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := p.Batch(cctx, 2); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("batch of 2 with 1 pooled: %v", err)
+	}
+	if st := p.Stats(); st.Depth != 1 {
+		t.Fatalf("a batch that gave up kept %d trajectories", 1-st.Depth)
+	}
+}

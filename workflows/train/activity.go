@@ -69,13 +69,43 @@ func (a *AgentActivities) RunDistributedSegment(ctx context.Context, in training
 // its progress (fragments written, weight version) so a dead node is
 // noticed within the heartbeat timeout and the worker placed again.
 func (a *AgentActivities) RunRollouts(ctx context.Context, in training.RolloutInput) (training.RolloutStatus, error) {
-	beat := make(chan training.RolloutStatus, 1)
+	return beating(ctx, func(beat func(training.RolloutStatus)) (training.RolloutStatus, error) {
+		return a.Runner.RunRollouts(ctx, in, beat)
+	})
+}
+
+// RunLoopTrainer is the trainer side of a kind llm run: the trajectory
+// pool, weight sync and the trainer, heartbeating the loop's state (the
+// API and the Temporal UI show it).
+func (a *AgentActivities) RunLoopTrainer(ctx context.Context, in training.LoopTrainerInput) (training.LoopStatus, error) {
+	in.Dir, in.Env = a.Dir, os.Environ()
+	var stopLog func()
+	in.Log, stopLog = logstream.Tee(ctx, a.Runner.Objects, logstream.RankPrefix(in.RunID, 0), activity.GetInfo(ctx).ActivityID, io.Discard, activity.GetLogger(ctx))
+	defer stopLog()
+	return beating(ctx, func(beat func(training.LoopStatus)) (training.LoopStatus, error) {
+		return a.Runner.RunLoopTrainer(ctx, in, beat)
+	})
+}
+
+// RunLoopRollouts is one rollout worker of a kind llm run, heartbeating its
+// progress and why it waits.
+func (a *AgentActivities) RunLoopRollouts(ctx context.Context, in training.LoopRolloutInput) (training.LoopWorkerStatus, error) {
+	return beating(ctx, func(beat func(training.LoopWorkerStatus)) (training.LoopWorkerStatus, error) {
+		return a.Runner.RunLoopRollouts(ctx, in, beat)
+	})
+}
+
+// beating runs an activity's work, heartbeating every status it reports
+// and, every 2 s, the latest again (loading a plugin or restoring a
+// checkpoint may report nothing for a while); a fatal error does not retry.
+func beating[T, R any](ctx context.Context, run func(beat func(T)) (R, error)) (R, error) {
+	beat := make(chan T, 1)
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
 		t := time.NewTicker(2 * time.Second)
 		defer t.Stop()
-		var last *training.RolloutStatus
+		var last *T
 		for {
 			select {
 			case <-done:
@@ -92,7 +122,7 @@ func (a *AgentActivities) RunRollouts(ctx context.Context, in training.RolloutIn
 			}
 		}
 	}()
-	st, err := a.Runner.RunRollouts(ctx, in, func(st training.RolloutStatus) {
+	st, err := run(func(st T) {
 		select {
 		case beat <- st:
 		default:
@@ -107,49 +137,20 @@ func (a *AgentActivities) RunRollouts(ctx context.Context, in training.RolloutIn
 type segmentFunc func(context.Context, training.SegmentInput, func(ppo.Metrics)) (training.SegmentResult, error)
 
 func (a *AgentActivities) segment(ctx context.Context, in training.SegmentInput, run segmentFunc) (training.SegmentResult, error) {
-	// Loading a plugin or restoring a checkpoint can take longer than one
-	// iteration: beat on a timer as well.
-	beat := make(chan ppo.Metrics, 1)
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		t := time.NewTicker(2 * time.Second)
-		defer t.Stop()
-		var last *ppo.Metrics
-		for {
-			select {
-			case <-done:
-				return
-			case m := <-beat:
-				last = &m
-				activity.RecordHeartbeat(ctx, m)
-			case <-t.C:
-				if last != nil {
-					activity.RecordHeartbeat(ctx, *last)
-				} else {
-					activity.RecordHeartbeat(ctx)
-				}
-			}
+	return beating(ctx, func(beat func(ppo.Metrics)) (training.SegmentResult, error) {
+		sctx, tel := startSegment(ctx, in) // the segment's span and metrics (telemetry.go)
+		stamps := &training.Stamps{}
+		res, err := run(sctx, in, func(m ppo.Metrics) {
+			stamps.Saw(m)
+			tel.iteration(sctx, m)
+			beat(m)
+		})
+		if err == nil {
+			// The curves (TensorBoard, CSV) after the checkpoint: a failure
+			// loses the segment, whose redo writes them again.
+			err = a.Runner.WriteScalars(sctx, in.RunID, res.Metrics, stamps)
 		}
-	}()
-	sctx, tel := startSegment(ctx, in) // the segment's span and metrics (telemetry.go)
-	stamps := &training.Stamps{}
-	res, err := run(sctx, in, func(m ppo.Metrics) {
-		stamps.Saw(m)
-		tel.iteration(sctx, m)
-		select {
-		case beat <- m:
-		default:
-		}
+		tel.end(res, err)
+		return res, err
 	})
-	if err == nil {
-		// The curves (TensorBoard, CSV) after the checkpoint: a failure
-		// loses the segment, whose redo writes them again.
-		err = a.Runner.WriteScalars(sctx, in.RunID, res.Metrics, stamps)
-	}
-	tel.end(res, err)
-	if err != nil && errors.Is(err, training.ErrFatal) {
-		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTrainingFailed, err)
-	}
-	return res, err
 }

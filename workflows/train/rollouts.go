@@ -35,6 +35,8 @@ type fleet struct {
 	// fatally: the trainer would wait for its fragments forever).
 	segCancel workflow.CancelFunc
 	fatal     error
+	// pool is a kind llm run's trajectory pool, where its workers put.
+	pool string
 }
 
 // start launches one coroutine per worker slot; placed are the workers
@@ -123,11 +125,17 @@ func (f *fleet) run(ctx workflow.Context, in Input, spec training.Spec, p *RunPr
 			HeartbeatTimeout:       rolloutHeartbeat,
 			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 		})
-		var st training.RolloutStatus
-		err = workflow.ExecuteActivity(actx, (*AgentActivities).RunRollouts, training.RolloutInput{
-			RunID: in.RunID, Spec: spec, EnvPlugin: in.EnvPlugin, RewardPlugin: in.RewardPlugin,
-			Endpoints: in.Endpoints, Worker: w, Start: rw.Placements,
-		}).Get(ctx, &st)
+		if spec.Kind == training.KindLLM {
+			err = workflow.ExecuteActivity(actx, (*AgentActivities).RunLoopRollouts, training.LoopRolloutInput{
+				RunID: in.RunID, Spec: spec, EnvPlugin: in.EnvPlugin, Endpoints: in.Endpoints,
+				Worker: w, Workers: spec.RolloutWorkers, Pool: f.pool,
+			}).Get(ctx, nil)
+		} else {
+			err = workflow.ExecuteActivity(actx, (*AgentActivities).RunRollouts, training.RolloutInput{
+				RunID: in.RunID, Spec: spec, EnvPlugin: in.EnvPlugin, RewardPlugin: in.RewardPlugin,
+				Endpoints: in.Endpoints, Worker: w, Start: rw.Placements,
+			}).Get(ctx, nil)
+		}
 		node := rw.Node
 		dctx, _ := workflow.NewDisconnectedContext(ctx)
 		_ = workflow.SignalExternalWorkflow(dctx, cluster.WorkflowID(spec.Cluster), "", cluster.SignalRelease, cluster.Release{JobID: jobID}).Get(dctx, nil)

@@ -115,6 +115,9 @@ type RunProgress struct {
 	Output string `json:"output,omitempty" doc:"Command runs: the last lines the trainer printed (live: GET /v1/runs/{id} live_output)."`
 	// Ranks is a multi-node command trainer's node per rank.
 	Ranks []string `json:"ranks,omitempty" doc:"Multi-node command runs (nodes > 1): the node of each rank, rank 0 first."`
+	// Loop is a kind llm run's loop as its trainer last reported it (live:
+	// the API reads the activities' heartbeats).
+	Loop *training.LoopStatus `json:"loop,omitempty" doc:"Kind llm: the loop as its trainer last reported it: step, loss, trajectories/s, pool depth, drops, time blocked, off-policy lag distribution, the weight version each endpoint serves."`
 	// RolloutWorkers are the distributed mode's rollout workers.
 	RolloutWorkers []RolloutWorker `json:"rollout_workers,omitempty" doc:"Distributed runs (rollout_workers > 0): each rollout worker's state and node."`
 }
@@ -299,10 +302,32 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			p.Node, p.Reason, p.WaitingSince = a.Node, "", nil
 			p.Nodes = append(p.Nodes, a.Node)
 		}
+		p.State = "running"
+		if spec.Kind == training.KindLLM {
+			st, err := runLoop(ctx, in, spec, *alloc, placed, fl, p, &paused)
+			// The pool goes with the trainer: the workers start again with
+			// the next one.
+			fl.stop(ctx)
+			switch {
+			case err == nil && st.Drained != "":
+				avoid(alloc.Node)
+				if err := moveOffDrained(ctx, p, st.Drained, true, release); err != nil {
+					return end("cancelled", err)
+				}
+				continue
+			case err == nil:
+				return end("succeeded", nil)
+			case paused && ctx.Err() == nil && temporal.IsCanceledError(err):
+				continue // paused at its last whole step
+			}
+			if done, res, ferr := lost(err); done {
+				return res, ferr
+			}
+			continue
+		}
 		if spec.Distributed() && fl.cancel == nil {
 			fl.start(ctx, in, spec, p, placed)
 		}
-		p.State = "running"
 		if spec.Algorithm == training.AlgorithmCommand {
 			// One long activity: the trainer's own process, its checkpoint
 			// dir synced as it goes and restored by the next placement.
@@ -469,6 +494,7 @@ func placeGang(ctx workflow.Context, in Input, spec training.Spec, p *RunProgres
 		switch as.Role {
 		case workspec.RoleTrainer:
 			trainer = one
+			trainer.Assignments = []cluster.Assigned{as} // its address, for a loop's pool
 		case workspec.RoleRolloutWorker:
 			workers[as.Instance] = one
 		}

@@ -24,6 +24,9 @@ type Server struct {
 	Model string
 	// Answer produces the assistant message for a request (default: "ok").
 	Answer func(messages []inference.ChatMessage) string
+	// OnReload, when set, loads the weights a weight-sync notification
+	// names; an error answers 500 and the version stays.
+	OnReload func(Reload) error
 
 	latency   atomic.Int64 // ns per chat completion
 	slowN     atomic.Int64 // next requests delayed by slowD
@@ -186,6 +189,12 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 	if err := json.NewDecoder(r.Body).Decode(&rl); err != nil || rl.URI == "" {
 		writeJSON(w, http.StatusBadRequest, errorBody("want {version, uri}", "invalid_request_error"))
 		return
+	}
+	if s.OnReload != nil {
+		if err := s.OnReload(rl); err != nil {
+			writeJSON(w, http.StatusInternalServerError, errorBody(err.Error(), "server_error"))
+			return
+		}
 	}
 	s.mu.Lock()
 	s.reloads = append(s.reloads, rl)

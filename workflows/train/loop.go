@@ -1,0 +1,67 @@
+package train
+
+import (
+	"net"
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/trainyard/trainyard/internal/training"
+	"github.com/trainyard/trainyard/workflows/cluster"
+)
+
+// A kind llm run (seed 003's loop) is placed like a distributed run: the
+// trainer and its rollout workers as one gang, spread, the workers with no
+// GPU. The trainer's activity holds the trajectory pool and weight sync
+// (so they are colocated with it by construction) and listens on a port
+// its agent picked; the rollout workers put trajectories there. A lost
+// worker is placed again alone and skips what the pool already has; a lost
+// trainer takes the pool with it, so the whole gang is placed again and
+// the pool is refilled from the last published checkpoint's ledger.
+
+// runLoop runs a placed loop until its trainer returns: the last step
+// published, a pause (paused turns true: the trainer publishes its last
+// whole step and stops), a drain, or a failure. The fleet is left running;
+// the caller stops it.
+func runLoop(ctx workflow.Context, in Input, spec training.Spec, alloc cluster.Allocation, placed map[int]cluster.Allocation, fl *fleet, p *RunProgress, paused *bool) (training.LoopStatus, error) {
+	var st training.LoopStatus
+	portCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue: alloc.Queue, ScheduleToStartTimeout: 30 * time.Second, StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	var port int
+	if err := workflow.ExecuteActivity(portCtx, (*AgentActivities).FreePort).Get(ctx, &port); err != nil {
+		return st, err
+	}
+	addr := "127.0.0.1" // local nodes: this machine
+	for _, a := range alloc.Assignments {
+		if a.Address != "" {
+			addr = a.Address
+		}
+	}
+	fl.pool = "http://" + net.JoinHostPort(addr, strconv.Itoa(port))
+	fl.start(ctx, in, spec, p, placed)
+	tctx, cancel := workflow.WithCancel(ctx)
+	fl.segCancel = cancel // a worker that fails for good stops the trainer
+	defer func() { fl.segCancel = nil }()
+	f := workflow.ExecuteActivity(commandOptions(tctx, alloc.Queue), (*AgentActivities).RunLoopTrainer, training.LoopTrainerInput{
+		RunID: in.RunID, Spec: spec, GPUs: alloc.GPUs, Endpoints: in.Endpoints, Port: port,
+	})
+	ended := false
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		_ = workflow.Await(ctx, func() bool { return *paused || ended })
+		if !ended {
+			cancel() // the trainer publishes its last whole step first
+		}
+	})
+	err := f.Get(ctx, &st)
+	ended = true
+	p.Loop = &st
+	p.Checkpoint = max(p.Checkpoint, st.Checkpoint)
+	if fl.fatal != nil {
+		return st, temporal.NewNonRetryableApplicationError(fl.fatal.Error(), ErrTrainingFailed, nil)
+	}
+	return st, err
+}
