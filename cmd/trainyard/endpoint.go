@@ -70,7 +70,7 @@ func newEndpointCmd() *cobra.Command {
 		},
 	}
 	addClientFlags(status, cf)
-	cmd.AddCommand(check, chat, status)
+	cmd.AddCommand(check, chat, status, newEndpointMockCmd())
 	return cmd
 }
 

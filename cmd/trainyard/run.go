@@ -345,8 +345,10 @@ func runTable(w *tabwriter.Writer, r api.Run) {
 	if len(p.Nodes) > 0 {
 		fmt.Fprintf(w, "ran on\t%s\n", strings.Join(p.Nodes, ", "))
 	}
-	fmt.Fprintf(w, "iteration\t%d\ntimesteps\t%d\nmean return\t%.2f (best %.2f)\ncheckpoint\t%d\nplacements\t%d\nlost segments\t%d\nmoved off draining nodes\t%d\n",
-		p.Iteration, p.Timesteps, p.MeanReturn, p.BestReturn, p.Checkpoint, p.Placements, p.Failures, p.Drains)
+	if r.Spec.Kind != training.KindLLM {
+		fmt.Fprintf(w, "iteration\t%d\ntimesteps\t%d\nmean return\t%.2f (best %.2f)\n", p.Iteration, p.Timesteps, p.MeanReturn, p.BestReturn)
+	}
+	fmt.Fprintf(w, "checkpoint\t%d\nplacements\t%d\nlost segments\t%d\nmoved off draining nodes\t%d\n", p.Checkpoint, p.Placements, p.Failures, p.Drains)
 	if n := len(p.Metrics); n > 0 {
 		m := p.Metrics[n-1]
 		fmt.Fprintf(w, "last iteration\tsteps/s %.0f  policy loss %.4f  value loss %.4f  kl %.5f  entropy %.4f\n", m.StepsPerSecond, m.PolicyLoss, m.ValueLoss, m.ApproxKL, m.Entropy)

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -131,15 +130,7 @@ nodes:
 		t.Fatalf("two ranks on one node: %v", live.Progress.Ranks)
 	}
 	killed := live.Progress.Ranks[1]
-	var st clusterStatus
-	dev.call("GET", "/v1/clusters/lab", dev.admin, nil, &st)
-	for _, n := range st.Nodes {
-		if n.Name == killed {
-			if err := syscall.Kill(n.AgentPID, syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	killNodeAgent(t, dev, killed)
 	r := waitRun(t, dev, id, 5*time.Minute, func(r runView) bool { return r.Status != "running" })
 	t.Logf("failures %d, restores %+v, placements %d", r.Progress.Failures, r.Progress.Restores, r.Progress.Placements)
 	if r.Progress.State != "succeeded" || r.Progress.Failures < 1 || len(r.Progress.Restores) < 1 {

@@ -249,7 +249,7 @@ func TestDocsQuickStarts(t *testing.T) {
 		t.Skip("runs a CartPole run to 475, a sweep and a self-play loop")
 	}
 	var blocks []docBlock
-	for _, f := range []string{"training.md", "selfplay.md", "scheduling.md", "observability.md"} {
+	for _, f := range []string{"training.md", "selfplay.md", "scheduling.md", "observability.md", "llm.md"} {
 		blocks = append(blocks, runnableBlocks(t, filepath.Join("../../docs", f))...)
 	}
 	dir := checkout(t)

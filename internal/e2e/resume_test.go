@@ -13,18 +13,24 @@ import (
 // node's name.
 func killRunAgent(t *testing.T, dev *devProc, r runView) string {
 	t.Helper()
+	killNodeAgent(t, dev, r.Progress.Node)
+	return r.Progress.Node
+}
+
+// killNodeAgent kill -9s the agent of node in cluster lab.
+func killNodeAgent(t *testing.T, dev *devProc, node string) {
+	t.Helper()
 	var st clusterStatus
 	dev.call("GET", "/v1/clusters/lab", dev.admin, nil, &st)
 	for _, n := range st.Nodes {
-		if n.Name == r.Progress.Node && n.AgentPID != 0 {
+		if n.Name == node && n.AgentPID != 0 {
 			if err := syscall.Kill(n.AgentPID, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			return n.Name
+			return
 		}
 	}
-	t.Fatalf("no agent pid for node %q of run %s: %+v", r.Progress.Node, r.ID, st)
-	return ""
+	t.Fatalf("no agent pid for node %q: %+v", node, st)
 }
 
 // crashableLab starts dev on dir at fixed ports (agents started before a

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -24,7 +22,7 @@ import (
 	"github.com/trainyard/trainyard/internal/inference/inferencetest"
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pythontest"
-	"github.com/trainyard/trainyard/plugins/arithmetic/problem"
+	"github.com/trainyard/trainyard/plugins/arithmetic/model"
 )
 
 // loopPolicy is what the arithmetic trainer writes (train.py).
@@ -33,34 +31,6 @@ type loopPolicy struct {
 	Step     int64            `json:"step"`
 	Episodes []int64          `json:"episodes"`
 	Versions map[string]int64 `json:"versions"`
-}
-
-// arithmeticModel is a loopback chat-completions server whose "weights"
-// are the arithmetic trainer's policy.json: it works a problem out (and
-// gets it right) with probability sigmoid(logit), else answers at once
-// and wrongly. A reload restores the published checkpoint with fetch.
-func arithmeticModel(t testing.TB, fetch func(inferencetest.Reload) (loopPolicy, error)) (*inferencetest.Server, *atomic.Pointer[loopPolicy]) {
-	srv := inferencetest.Start(t, "arith-1b")
-	var w atomic.Pointer[loopPolicy]
-	w.Store(&loopPolicy{})
-	var n atomic.Uint64
-	srv.Answer = func(msgs []inference.ChatMessage) string {
-		p, _ := problem.Parse(msgs[len(msgs)-1].Content)
-		r := rand.New(rand.NewPCG(n.Add(1), 7))
-		if r.Float64() < 1/(1+math.Exp(-w.Load().Logit)) {
-			return "Let me work it out: " + p.Question() + "\n" + strconv.Itoa(p.Answer())
-		}
-		return strconv.Itoa(p.Answer() + 1)
-	}
-	srv.OnReload = func(rl inferencetest.Reload) error {
-		p, err := fetch(rl)
-		if err != nil {
-			return err
-		}
-		w.Store(&p)
-		return nil
-	}
-	return srv, &w
 }
 
 func freeTCPPort(t testing.TB) int {
@@ -87,22 +57,30 @@ func TestLoopTrainerAndRollouts(t *testing.T) {
 	sha := pluginhost.SHA256(arithmeticWasm)
 	run := fmt.Sprintf("loop-%d", time.Now().UnixNano())
 	ck := checkpoint.New(bucket, checkpoint.Options{Prefix: "ckpt-loop"})
-	srv, weights := arithmeticModel(t, func(rl inferencetest.Reload) (loopPolicy, error) {
-		var p loopPolicy
+	srv := inferencetest.Start(t, "arith-1b")
+	llm := model.New(1)
+	srv.Answer = func(msgs []inference.ChatMessage) string { return llm.Answer(msgs[len(msgs)-1].Content) }
+	var weights atomic.Pointer[loopPolicy]
+	srv.OnReload = func(rl inferencetest.Reload) error {
 		m, err := ck.Get(context.Background(), run, rl.Version)
 		if err != nil {
-			return p, err
+			return err
 		}
 		dir := t.TempDir()
 		if err := ck.RestoreManifest(context.Background(), m, dir); err != nil {
-			return p, err
+			return err
 		}
 		b, err := os.ReadFile(filepath.Join(dir, "policy.json"))
 		if err != nil {
-			return p, err
+			return err
 		}
-		return p, json.Unmarshal(b, &p)
-	})
+		var p loopPolicy
+		if err := json.Unmarshal(b, &p); err != nil {
+			return err
+		}
+		weights.Store(&p)
+		return llm.Load(b)
+	}
 	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{})
 	if err != nil {
 		t.Fatal(err)

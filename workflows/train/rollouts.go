@@ -102,10 +102,11 @@ func (f *fleet) run(ctx workflow.Context, in Input, spec training.Spec, p *RunPr
 	rw := &p.RolloutWorkers[w]
 	jobID := rolloutJobID(in.RunID, w)
 	maxFailures := in.MaxFailures
+	lost := "" // the node the worker was just lost on: it may look alive a while yet
 	for {
 		var err error
 		if !placed {
-			a, err = f.allocate(ctx, in, spec, p, w)
+			a, err = f.allocate(ctx, in, spec, p, w, lost)
 		}
 		placed = false
 		if err != nil {
@@ -157,6 +158,10 @@ func (f *fleet) run(ctx workflow.Context, in Input, spec training.Spec, p *RunPr
 		default:
 			rw.Failures++
 			rw.Reason = "lost on node " + node + ": " + job.Reason(err) + "; placing it again"
+			// Versioned: older histories placed it again without avoiding the node.
+			if workflow.GetVersion(ctx, "rollout-avoid-lost-node", workflow.DefaultVersion, 1) == 1 {
+				lost = node
+			}
 			if rw.Failures >= maxFailures {
 				rw.State = "stopped"
 				f.fail(fmt.Errorf("rollout worker %d lost %d placements, the last: %s", w, rw.Failures, rw.Reason))
@@ -171,11 +176,11 @@ func (f *fleet) run(ctx workflow.Context, in Input, spec training.Spec, p *RunPr
 	}
 }
 
-// allocate places worker w: first off the nodes the trainer and the other
-// workers use (a node's death then costs one role), else anywhere that
-// fits. Like the trainer's, it waits with its reason shown and gives up
+// allocate places worker w: first off the node it was just lost on and
+// the nodes the trainer and the other workers use (a node's death then
+// costs one role), else anywhere that fits. Like the trainer's, it waits with its reason shown and gives up
 // after the infeasible grace.
-func (f *fleet) allocate(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress, w int) (cluster.Allocation, error) {
+func (f *fleet) allocate(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress, w int, lost string) (cluster.Allocation, error) {
 	rw := &p.RolloutWorkers[w]
 	ws := spec.RolloutWork(rolloutJobID(in.RunID, w))
 	return job.Place(ctx, job.Placement{
@@ -183,6 +188,9 @@ func (f *fleet) allocate(ctx workflow.Context, in Input, spec training.Spec, p *
 		Request: cluster.AllocateRequest{JobID: rolloutJobID(in.RunID, w), CPUs: spec.RolloutCPUs, MemoryMB: spec.MemoryMB, Work: &ws},
 		Exclude: func() []string {
 			var busy []string
+			if lost != "" {
+				busy = append(busy, lost)
+			}
 			if p.Node != "" {
 				busy = append(busy, p.Node)
 			}

@@ -55,9 +55,20 @@ type Reload struct {
 // Start serves on 127.0.0.1 on a random port until the test ends.
 func Start(t testing.TB, model string) *Server {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := Listen("127.0.0.1:0", model)
 	if err != nil {
-		t.Fatalf("inferencetest: listen: %v", err)
+		t.Fatalf("inferencetest: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// Listen serves on addr until Close (`trainyard endpoint mock` runs one
+// for people trying the LLM loop without a model server).
+func Listen(addr, model string) (*Server, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
 	}
 	s := &Server{URL: "http://" + l.Addr().String(), Model: model, auth: map[string]int{}, listener: l}
 	mux := http.NewServeMux()
@@ -66,9 +77,11 @@ func Start(t testing.TB, model string) *Server {
 	mux.HandleFunc("POST /admin/reload", s.reload)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(l) }()
-	t.Cleanup(func() { _ = s.srv.Close() })
-	return s
+	return s, nil
 }
+
+// Close stops serving.
+func (s *Server) Close() error { return s.srv.Close() }
 
 // SetLatency makes every chat completion take d before answering.
 func (s *Server) SetLatency(d time.Duration) { s.latency.Store(int64(d)) }
