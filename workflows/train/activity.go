@@ -82,9 +82,15 @@ func (a *AgentActivities) RunLoopTrainer(ctx context.Context, in training.LoopTr
 	var stopLog func()
 	in.Log, stopLog = logstream.Tee(ctx, a.Runner.Objects, logstream.RankPrefix(in.RunID, 0), activity.GetInfo(ctx).ActivityID, io.Discard, activity.GetLogger(ctx))
 	defer stopLog()
-	return beating(ctx, func(beat func(training.LoopStatus)) (training.LoopStatus, error) {
+	st, err := beating(ctx, func(beat func(training.LoopStatus)) (training.LoopStatus, error) {
 		return a.Runner.RunLoopTrainer(ctx, in, beat)
 	})
+	if errors.Is(err, context.Canceled) {
+		// A paused or cancelled loop's last state (its last publish) goes
+		// back with the cancellation: a cancelled activity has no result.
+		return st, temporal.NewCanceledError(st)
+	}
+	return st, err
 }
 
 // RunLoopRollouts is one rollout worker of a kind llm run, heartbeating its

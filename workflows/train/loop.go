@@ -1,6 +1,7 @@
 package train
 
 import (
+	"errors"
 	"net"
 	"strconv"
 	"time"
@@ -46,7 +47,12 @@ func runLoop(ctx workflow.Context, in Input, spec training.Spec, alloc cluster.A
 	tctx, cancel := workflow.WithCancel(ctx)
 	fl.segCancel = cancel // a worker that fails for good stops the trainer
 	defer func() { fl.segCancel = nil }()
-	f := workflow.ExecuteActivity(commandOptions(tctx, alloc.Queue), (*AgentActivities).RunLoopTrainer, training.LoopTrainerInput{
+	// A paused or cancelled trainer publishes its last whole step before it
+	// returns: wait for that, and for the state it returns.
+	actx := commandOptions(tctx, alloc.Queue)
+	ao := workflow.GetActivityOptions(actx)
+	ao.WaitForCancellation = true
+	f := workflow.ExecuteActivity(workflow.WithActivityOptions(actx, ao), (*AgentActivities).RunLoopTrainer, training.LoopTrainerInput{
 		RunID: in.RunID, Spec: spec, GPUs: alloc.GPUs, Endpoints: in.Endpoints, Port: port,
 	})
 	ended := false
@@ -58,8 +64,13 @@ func runLoop(ctx workflow.Context, in Input, spec training.Spec, alloc cluster.A
 	})
 	err := f.Get(ctx, &st)
 	ended = true
-	p.Loop = &st
-	p.Checkpoint = max(p.Checkpoint, st.Checkpoint)
+	if canceled := (*temporal.CanceledError)(nil); errors.As(err, &canceled) && canceled.HasDetails() {
+		_ = canceled.Details(&st)
+	}
+	if st.Steps > 0 { // a trainer lost with its node reports nothing
+		p.Loop = &st
+		p.Checkpoint = max(p.Checkpoint, st.Checkpoint)
+	}
 	if fl.fatal != nil {
 		return st, temporal.NewNonRetryableApplicationError(fl.fatal.Error(), ErrTrainingFailed, nil)
 	}

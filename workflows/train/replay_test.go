@@ -21,10 +21,16 @@ import (
 //   - history-gang.json: a 2-rank command run (--nodes 2, a gloo
 //     all-reduce) on 3 local nodes whose rank 1's agent was killed: rank
 //     0 exited, the lost rank showed within the grace window, and the
-//     gang was placed again away from the dead node and finished.
+//     gang was placed again away from the dead node and finished;
+//   - history-llm.json: a kind llm loop (2 rollout workers, 4 local
+//     nodes, 80 steps) paused at step 29 (the trainer published its last
+//     whole step and returned its state with the cancellation), resumed,
+//     and a rollout worker's agent killed: the worker was placed again
+//     off that node.
 func TestReplay(t *testing.T) {
 	for _, file := range []string{"testdata/history.json", "testdata/history-stopped.json",
-		"testdata/history-distributed-v0.json", "testdata/history-distributed.json", "testdata/history-gang.json"} {
+		"testdata/history-distributed-v0.json", "testdata/history-distributed.json", "testdata/history-gang.json",
+		"testdata/history-llm.json"} {
 		t.Run(file, func(t *testing.T) { replaytest.Replay(t, Workflow, Name, file) })
 	}
 }
