@@ -56,6 +56,14 @@ func TestMain(m *testing.M) {
 	}())
 }
 
+// loopSpec is a valid kind llm spec, changed by edit.
+func loopSpec(edit func(*Spec)) Spec {
+	s := Spec{Kind: KindLLM, Cluster: "lab", Env: "arithmetic", Command: []string{"python3", "train.py"},
+		Capabilities: &Capabilities{HTTP: []string{"llm"}}, LLM: &Loop{Steps: 10}}
+	edit(&s)
+	return s
+}
+
 func TestSpecValidate(t *testing.T) {
 	nan := func() *float64 { v := 0.0; v /= v; return &v }()
 	for _, tc := range []struct {
@@ -82,6 +90,24 @@ func TestSpecValidate(t *testing.T) {
 		{"http grant twice", Spec{Cluster: "lab", Env: "x", Capabilities: &Capabilities{HTTP: []string{"llm", "llm"}}}, "capabilities.http[1]"},
 		{"http rate negative", Spec{Cluster: "lab", Env: "x", Capabilities: &Capabilities{HTTP: []string{"llm"}, HTTPRate: -1}}, "capabilities.http_rate"},
 		{"http rate without endpoints", Spec{Cluster: "lab", Env: "x", Capabilities: &Capabilities{HTTPRate: 5}}, "capabilities.http"},
+		{"loop", loopSpec(func(*Spec) {}), ""},
+		{"loop, remote trainer", loopSpec(func(s *Spec) {
+			s.Command, s.LLM.Remote = nil, &RemoteTrainer{URL: "https://t.example/step", CredentialsRef: "env:KEY"}
+		}), ""},
+		{"loop without llm", loopSpec(func(s *Spec) { s.LLM = nil }), "llm"},
+		{"loop without steps", loopSpec(func(s *Spec) { s.LLM.Steps = 0 }), "llm.steps"},
+		{"loop without endpoints", loopSpec(func(s *Spec) { s.Capabilities = nil }), "capabilities.http"},
+		{"loop without trainer", loopSpec(func(s *Spec) { s.Command = nil }), "command"},
+		{"loop with two trainers", loopSpec(func(s *Spec) { s.LLM.Remote = &RemoteTrainer{URL: "https://t.example"} }), "llm.remote"},
+		{"loop remote key inline", loopSpec(func(s *Spec) {
+			s.Command, s.LLM.Remote = nil, &RemoteTrainer{URL: "https://t.example", CredentialsRef: "sk-123"}
+		}), "llm.remote.credentials_ref"},
+		{"loop remote with userinfo", loopSpec(func(s *Spec) { s.Command, s.LLM.Remote = nil, &RemoteTrainer{URL: "https://u:p@t.example"} }), "llm.remote.url"},
+		{"loop pool smaller than a batch", loopSpec(func(s *Spec) { s.LLM.Batch, s.LLM.PoolCapacity = 64, 32 }), "llm.pool_capacity"},
+		{"loop pool policy", loopSpec(func(s *Spec) { s.LLM.PoolPolicy = "fifo" }), "llm.pool_policy"},
+		{"loop concurrency", loopSpec(func(s *Spec) { s.LLM.MaxConcurrency = 20000 }), "llm.max_concurrency"},
+		{"llm section on a training run", Spec{Cluster: "lab", Env: "x", LLM: &Loop{Steps: 1}}, "llm"},
+		{"unknown kind", Spec{Cluster: "lab", Env: "x", Kind: "rlhf"}, "kind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.spec.WithDefaults().Validate()
