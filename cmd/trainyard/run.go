@@ -79,18 +79,7 @@ func newRunCmd() *cobra.Command {
 			if spec.Hyperparameters, err = parseSets(hyper); err != nil {
 				return err
 			}
-			var ref struct {
-				ID string `json:"id"`
-			}
-			if err := c.JSON(ctx, http.MethodPost, "/v1/runs", spec, &ref); err != nil {
-				return err
-			}
-			if detach || cf.output != "table" {
-				fmt.Fprintln(os.Stdout, ref.ID)
-				return nil
-			}
-			fmt.Fprintf(os.Stderr, "run %s submitted; Ctrl-C stops following (the run goes on; `trainyard run cancel %s` stops it)\n", ref.ID, ref.ID)
-			return followRun(ctx, c, ref.ID, os.Stdout)
+			return submitRun(ctx, c, spec, detach || cf.output != "table", "run")
 		},
 	}
 	addRunSpecFlags(trainCmd.Flags(), &spec, &target, &hyper)
@@ -381,6 +370,23 @@ func runTable(w *tabwriter.Writer, r api.Run) {
 	if r.Error != "" {
 		fmt.Fprintf(w, "error\t%s\n", r.Error)
 	}
+}
+
+// submitRun submits spec, then prints its id (detach) or follows it;
+// what names it for people ("run", "loop").
+func submitRun(ctx context.Context, c *apiclient.Client, spec training.Spec, detach bool, what string) error {
+	var ref struct {
+		ID string `json:"id"`
+	}
+	if err := c.JSON(ctx, http.MethodPost, "/v1/runs", spec, &ref); err != nil {
+		return err
+	}
+	if detach {
+		fmt.Fprintln(os.Stdout, ref.ID)
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "%s %s submitted; Ctrl-C stops following (the %s goes on; `trainyard run cancel %s` stops it)\n", what, ref.ID, what, ref.ID)
+	return followRun(ctx, c, ref.ID, os.Stdout)
 }
 
 // followRun prints a progress line until the run ends: rewritten in place

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -43,18 +42,7 @@ func newRunLLMCmd(cf *clientFlags) *cobra.Command {
 			if spec.Env, err = pluginRef(ctx, c, spec.Env); err != nil {
 				return err
 			}
-			var ref struct {
-				ID string `json:"id"`
-			}
-			if err := c.JSON(ctx, http.MethodPost, "/v1/runs", spec, &ref); err != nil {
-				return err
-			}
-			if detach || cf.output != "table" {
-				fmt.Fprintln(os.Stdout, ref.ID)
-				return nil
-			}
-			fmt.Fprintf(os.Stderr, "loop %s submitted; Ctrl-C stops following (the loop goes on; `trainyard run cancel %s` stops it)\n", ref.ID, ref.ID)
-			return followRun(ctx, c, ref.ID, os.Stdout)
+			return submitRun(ctx, c, spec, detach || cf.output != "table", "loop")
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the loop's run spec (YAML or JSON)")

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,16 +69,16 @@ type loopStatus struct {
 // Python, trainer protocol v1) learns from the pool's batches to make the
 // model work problems out; every step is published and the server loads
 // it. Midway a rollout worker's agent and then the trainer's agent are
-// kill -9ed. The loop reaches its last step; the final weights learnt
+// kill -9ed, then `trainyard dev` itself. The loop reaches its last step; the final weights learnt
 // from steps × batch distinct episodes (none twice), none that a worker
 // finished long before a trained one is missing (none lost), the server
 // loaded every published version in order, and the trajectories carried
 // the versions that made them.
 func TestLLMLoopSurvivesKills(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a loop of 60 steps through two agent kills")
+		t.Skip("a loop of 80 steps through kills of two agents and of dev")
 	}
-	const steps, batch, concurrency, workers = 60, 32, 100, 2
+	const steps, batch, concurrency, workers = 80, 32, 100, 2
 	srv := inferencetest.Start(t, "arith-1b")
 	srv.SetLatency(50 * time.Millisecond)
 	llm := model.New(1)
@@ -90,7 +91,7 @@ func TestLLMLoopSurvivesKills(t *testing.T) {
 		}
 		return llm.Load(b)
 	}
-	dev, _ := crashableLab(t, t.TempDir(), fmt.Sprintf(`
+	dev, restart := crashableLab(t, t.TempDir(), fmt.Sprintf(`
 name: lab
 defaults: {provider: local, provisioner: {kind: local}}
 nodes: [{name: node-a}, {name: node-b}, {name: node-c}, {name: node-d}]
@@ -174,6 +175,10 @@ llm: {steps: %d, batch: %d, max_concurrency: %d, pool_capacity: 128}
 	}
 	t.Logf("step %d: the worker is back; killing the trainer's agent on %s", step(r), r.Progress.Node)
 	killNodeAgent(t, dev, r.Progress.Node)
+	r = wait("the trainer restored", func(r loopRun) bool { return r.Loop != nil && r.Loop.Trainer != nil && r.Loop.Trainer.Restored > 0 })
+	t.Logf("step %d: the trainer is back from checkpoint %d; kill -9 of trainyard dev", step(r), r.Loop.Trainer.Restored)
+	dev.kill(syscall.SIGKILL)
+	dev = restart()
 	r = wait("the loop's end", func(r loopRun) bool { return r.Status == "completed" })
 	final := r.Progress.Loop
 	t.Logf("ended: %d trainer failures, final %+v, workers %+v", r.Progress.Failures, final, r.Progress.RolloutWorkers)

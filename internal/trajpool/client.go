@@ -40,27 +40,47 @@ func (c *Client) Put(ctx context.Context, t Trajectory) error {
 	if err != nil {
 		return fmt.Errorf("trajectory pool: encode episode %d: %w", t.Episode, err)
 	}
+	if err := c.retry(ctx, func() error { return c.post(ctx, b) }); err != nil {
+		return fmt.Errorf("trajectory pool: put episode %d: %w", t.Episode, err)
+	}
+	return nil
+}
+
+// Accepted fetches the episodes the pool has accepted, retrying like Put
+// while it is away.
+func (c *Client) Accepted(ctx context.Context) (Ledger, error) {
+	var l Ledger
+	err := c.retry(ctx, func() (err error) { l, err = c.accepted(ctx); return err })
+	if err != nil {
+		return l, fmt.Errorf("trajectory pool %s: accepted episodes: %w", c.URL, err)
+	}
+	return l, nil
+}
+
+// retry calls try until it succeeds, fails for good (a permanentError) or
+// ctx ends, telling Waiting why it waits.
+func (c *Client) retry(ctx context.Context, try func() error) error {
 	wait := 100 * time.Millisecond
 	for {
-		err := c.post(ctx, b)
-		if err == nil {
+		err := try()
+		var perm *permanentError
+		switch {
+		case err == nil:
 			if c.Waiting != nil {
 				c.Waiting("")
 			}
 			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("trajectory pool: put episode %d: %w", t.Episode, ctx.Err())
-		}
-		if perm := (*permanentError)(nil); errors.As(err, &perm) {
+		case errors.As(err, &perm):
 			return err
+		case ctx.Err() != nil:
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
 		}
 		if c.Waiting != nil {
 			c.Waiting("waiting for the trajectory pool at " + c.URL + ": " + err.Error())
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("trajectory pool: put episode %d: %w", t.Episode, ctx.Err())
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 5*time.Second)
@@ -93,30 +113,6 @@ func (c *Client) post(ctx context.Context, body []byte) error {
 	}
 }
 
-// Accepted fetches the episodes the pool has accepted, retrying like Put
-// while it is away.
-func (c *Client) Accepted(ctx context.Context) (Ledger, error) {
-	wait := 100 * time.Millisecond
-	for {
-		l, err := c.accepted(ctx)
-		if err == nil {
-			if c.Waiting != nil {
-				c.Waiting("")
-			}
-			return l, nil
-		}
-		if c.Waiting != nil {
-			c.Waiting("waiting for the trajectory pool at " + c.URL + ": " + err.Error())
-		}
-		select {
-		case <-ctx.Done():
-			return Ledger{}, fmt.Errorf("trajectory pool %s: accepted episodes: %w (last: %v)", c.URL, ctx.Err(), err)
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 5*time.Second)
-	}
-}
-
 func (c *Client) accepted(ctx context.Context) (Ledger, error) {
 	var l Ledger
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.URL, "/")+"/v1/accepted", nil)
@@ -130,7 +126,11 @@ func (c *Client) accepted(ctx context.Context) (Ledger, error) {
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(res.Body, 2048))
-		return l, fmt.Errorf("HTTP %d: %s", res.StatusCode, bytes.TrimSpace(msg))
+		err := fmt.Errorf("HTTP %d: %s", res.StatusCode, bytes.TrimSpace(msg))
+		if res.StatusCode/100 == 4 {
+			return l, &permanentError{err.Error()}
+		}
+		return l, err
 	}
 	return l, json.NewDecoder(res.Body).Decode(&l)
 }
