@@ -171,12 +171,11 @@ func (r *Runner) RunLoopTrainer(ctx context.Context, in LoopTrainerInput, beat f
 	}
 
 	out := &procenv.Tail{Max: 16 << 10}
-	printed := out
 	var logged io.Writer = out
 	if in.Log != nil {
 		logged = io.MultiWriter(out, in.Log)
 	}
-	curves := r.commandScalars(in.RunID, printed)
+	curves := r.commandScalars(in.RunID, out)
 	var trainer stepper
 	if loop.Remote != nil {
 		if trainer, err = newRemoteStepper(loop.Remote, dir); err != nil {
@@ -208,7 +207,7 @@ func (r *Runner) RunLoopTrainer(ctx context.Context, in LoopTrainerInput, beat f
 		ps := pool.Stats()
 		st.Pool = PoolStatus{Depth: ps.Depth, Capacity: loop.PoolCapacity, Put: ps.Put, Taken: ps.Taken, Dropped: ps.Dropped, Stale: ps.Stale,
 			Duplicates: ps.Duplicates, BlockedPuts: ps.BlockedPuts, BlockedSeconds: ps.BlockedTime.Seconds(), Lag: ps.Lag[:], MaxLag: ps.MaxLag}
-		st.Endpoints = st.Endpoints[:0]
+		st.Endpoints = make([]EndpointVersion, 0, len(clients)) // a fresh slice: earlier snapshots are being sent
 		for _, c := range clients {
 			st.Endpoints = append(st.Endpoints, EndpointVersion{Name: c.Endpoint().Name, Version: c.WeightVersion(), Error: endpointErr[c.Endpoint().Name]})
 		}

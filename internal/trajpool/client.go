@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -23,13 +24,21 @@ type Client struct {
 	// Waiting, when set, is told why a put waits ("" once it went
 	// through); called from many goroutines.
 	Waiting func(reason string)
+
+	once sync.Once
 }
 
 func (c *Client) http() *http.Client {
-	if c.HTTP != nil {
-		return c.HTTP
-	}
-	return http.DefaultClient
+	c.once.Do(func() {
+		if c.HTTP == nil {
+			// Keep a connection per worker goroutine: the default two idle
+			// per host would open and close one for most puts.
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.MaxIdleConnsPerHost = 1024
+			c.HTTP = &http.Client{Transport: tr}
+		}
+	})
+	return c.HTTP
 }
 
 // Put posts t, retrying with backoff (up to 5 s apart) while the pool is
