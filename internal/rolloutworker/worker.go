@@ -91,7 +91,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 100
 	}
-	if cfg.MaxAttempts <= 0 {
+	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = 5
 	}
 	meta := cfg.Module.Metadata()
