@@ -178,8 +178,8 @@ func (f *fleet) run(ctx workflow.Context, in Input, spec training.Spec, p *RunPr
 
 // allocate places worker w: first off the node it was just lost on and
 // the nodes the trainer and the other workers use (a node's death then
-// costs one role), else anywhere that fits. Like the trainer's, it waits with its reason shown and gives up
-// after the infeasible grace.
+// costs one role), else anywhere that fits. Like the trainer's, it waits
+// with its reason shown and gives up after the infeasible grace.
 func (f *fleet) allocate(ctx workflow.Context, in Input, spec training.Spec, p *RunProgress, w int, lost string) (cluster.Allocation, error) {
 	rw := &p.RolloutWorkers[w]
 	ws := spec.RolloutWork(rolloutJobID(in.RunID, w))
