@@ -39,17 +39,7 @@ func BenchmarkHundredEpisodesAt50ms(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: cacheDir})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rt.Close(ctx)
-	mod, err := rt.LoadGranted(ctx, arithmetic, pluginhost.LoadOptions{Limits: pluginhost.Limits{InitTimeout: slowInit, PoolSize: concurrency}},
-		pluginhost.Grants{HTTP: pluginhost.NewHTTPGrant("bench", map[string]*inference.Client{"llm": llm}, pluginhost.HTTPLimits{})})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer mod.Close(ctx)
+	mod := loadArithmetic(b, llm, pluginhost.Limits{PoolSize: concurrency})
 
 	for _, mode := range []string{"local", "http"} {
 		b.Run("pool="+mode, func(b *testing.B) {

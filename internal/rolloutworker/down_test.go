@@ -1,7 +1,6 @@
 package rolloutworker
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,17 +30,7 @@ func TestEndpointDownIsAReason(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: cacheDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(context.Background())
-	mod, err := rt.LoadGranted(ctx, arithmetic, pluginhost.LoadOptions{Limits: pluginhost.Limits{InitTimeout: slowInit}},
-		pluginhost.Grants{HTTP: pluginhost.NewHTTPGrant("down", map[string]*inference.Client{"llm": llm}, pluginhost.HTTPLimits{})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mod.Close(context.Background())
+	mod := loadArithmetic(t, llm, pluginhost.Limits{})
 	pool, err := trajpool.New(trajpool.Options{Name: "down", Capacity: 64, Dedup: true})
 	if err != nil {
 		t.Fatal(err)

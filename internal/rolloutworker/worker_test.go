@@ -111,6 +111,25 @@ func sums(t *testing.T, r *sdkmetric.ManualReader) map[string]float64 {
 	return out
 }
 
+// loadArithmetic loads the arithmetic plugin granted llm as its endpoint
+// "llm", with limits (InitTimeout slowInit); both close with the test.
+func loadArithmetic(t testing.TB, llm *inference.Client, limits pluginhost.Limits) *pluginhost.Module {
+	t.Helper()
+	rt, err := pluginhost.NewRuntime(context.Background(), pluginhost.RuntimeConfig{CacheDir: cacheDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(context.Background()) })
+	limits.InitTimeout = slowInit
+	mod, err := rt.LoadGranted(context.Background(), arithmetic, pluginhost.LoadOptions{Limits: limits},
+		pluginhost.Grants{HTTP: pluginhost.NewHTTPGrant(t.Name(), map[string]*inference.Client{"llm": llm}, pluginhost.HTTPLimits{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mod.Close(context.Background()) })
+	return mod
+}
+
 func writeWeights(t *testing.T, dir string) {
 	t.Helper()
 	b := make([]byte, 256<<10)
@@ -164,18 +183,7 @@ func TestHundredInstancesOnSlowEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: cacheDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(context.Background())
-	grant := pluginhost.NewHTTPGrant("arith-run", map[string]*inference.Client{"llm": llm}, pluginhost.HTTPLimits{})
-	mod, err := rt.LoadGranted(ctx, arithmetic,
-		pluginhost.LoadOptions{Limits: pluginhost.Limits{CallTimeout: 10 * time.Second, InitTimeout: slowInit, PoolSize: 100}}, pluginhost.Grants{HTTP: grant})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mod.Close(context.Background())
+	mod := loadArithmetic(t, llm, pluginhost.Limits{CallTimeout: 10 * time.Second, PoolSize: 100})
 
 	pool, err := trajpool.New(trajpool.Options{Name: "arith", Capacity: 32, MeterProvider: mp})
 	if err != nil {
