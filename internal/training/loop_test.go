@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/trainyard/trainyard/internal/checkpoint"
+	"github.com/trainyard/trainyard/internal/embedded"
 	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/inference/inferencetest"
 	"github.com/trainyard/trainyard/internal/pluginhost"
@@ -33,14 +33,6 @@ type loopPolicy struct {
 	Versions map[string]int64 `json:"versions"`
 }
 
-func freeTCPPort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // TestLoopTrainerAndRollouts runs a kind llm run's two agent sides in
 // process: two rollout workers play the arithmetic env against a loopback
@@ -96,7 +88,10 @@ func TestLoopTrainerAndRollouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	eps := []inference.Endpoint{{Name: "llm", URL: srv.URL, Model: "arith-1b", MaxConcurrency: 64, Type: inference.TypeWebhook, ReloadURL: srv.URL + "/admin/reload"}}
-	port := freeTCPPort(t)
+	port, err := embedded.FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	pool := "http://127.0.0.1:" + strconv.Itoa(port)
 	dir := t.TempDir()
 	env := []string{"PATH=/usr/bin:/bin"}
