@@ -33,7 +33,6 @@ type loopPolicy struct {
 	Versions map[string]int64 `json:"versions"`
 }
 
-
 // TestLoopTrainerAndRollouts runs a kind llm run's two agent sides in
 // process: two rollout workers play the arithmetic env against a loopback
 // model into the trainer's pool; the arithmetic trainer (Python, trainer
