@@ -6,7 +6,7 @@ BIN := bin/trainyard
 DATA ?= .trainyard
 CACHE := $(CURDIR)/.cache
 
-.PHONY: all build run test bench openapi lint
+.PHONY: all build run bench openapi lint
 
 # Fragments add targets and prerequisites (TEST_DEPS, BENCH_DEPS); included
 # before the rules below so their prerequisite lists are complete.
@@ -20,18 +20,8 @@ build:
 run: build
 	./$(BIN) dev --data-dir $(DATA)
 
-# The one test command (README, .ci/run). Fragments in mk/ add prerequisites
-# through TEST_DEPS (e.g. compiled plugins, the OPA CLI).
-# A failure's own lines are repeated at the end (CI shows the tail of a
-# long log); the whole log is in .cache/test.log.
-test: $(TEST_DEPS)
-	@$(MAKE) --no-print-directory lint
-	@mkdir -p $(CACHE)
-	@echo "$(GO) test -race -timeout 60m ./...  (log: $(CACHE)/test.log)"
-	@$(GO) test -race -timeout 60m ./... 2>&1 | tee $(CACHE)/test.log; rc=$${PIPESTATUS[0]}; \
-	  if [ $$rc -ne 0 ]; then echo "--- failures (from $(CACHE)/test.log):"; \
-	    grep -aE '^(--- FAIL|FAIL|panic:)|^ +[A-Za-z0-9_]+\.go:[0-9]+: ' $(CACHE)/test.log | tail -60; fi; \
-	  exit $$rc
+# The one test command (README, .ci/run): mk/test.mk. Fragments in mk/ add
+# prerequisites through TEST_DEPS (e.g. compiled plugins, the OPA CLI).
 
 bench: $(BENCH_DEPS)
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...

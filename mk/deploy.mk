@@ -34,15 +34,15 @@ $(K8S_SCHEMAS)/.stamp: $(DEPLOY_VALIDATE_DIR)/go.sum $(wildcard $(DEPLOY_VALIDAT
 	cd $(DEPLOY_VALIDATE_DIR) && $(GO) run ./cmd/k8s-schemas -out $(K8S_SCHEMAS)
 	@touch $@
 
-deploy-validate-k8s: $(KUBECONFORM) $(KUSTOMIZE) $(K8S_SCHEMAS)/.stamp
-	@set -eo pipefail; for k in $$(find deploy/k8s -name kustomization.yaml | sort); do \
+deploy-validate-k8s: testtimes $(KUBECONFORM) $(KUSTOMIZE) $(K8S_SCHEMAS)/.stamp
+	@$(call timed,kubeconform,set -eo pipefail; for k in $$(find deploy/k8s -name kustomization.yaml | sort); do \
 	  d=$$(dirname $$k); echo "kubeconform: $$d"; \
 	  $(KUSTOMIZE) build $$d | $(KUBECONFORM) -strict -summary \
 	    -kubernetes-version $(K8S_SCHEMA_VERSION) -schema-location $(K8S_SCHEMAS) -; \
-	done
+	done)
 
-deploy-validate-go:
-	cd $(DEPLOY_VALIDATE_DIR) && $(GO) vet ./... && $(GO) test -count=1 ./...
+deploy-validate-go: testtimes
+	@cd $(DEPLOY_VALIDATE_DIR) && $(GO) vet ./... && $(call gotest,deploy-validate,-count=1 ./...)
 
 deploy-validate: deploy-validate-k8s deploy-validate-go
 

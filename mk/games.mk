@@ -13,8 +13,8 @@ KINROW_CONFIGS := $(foreach b,hex8 square8 square19 hexagonal,$(foreach p,2 3 4,
 
 .PHONY: games-learn games-bench games-fuzz kinrow-plugins
 
-games-learn:
-	$(GO) test -count=1 -run '^TestLearnsToBeatRandom$$' -timeout 10m ./internal/selfplay/model/
+games-learn: testtimes
+	@$(call gotest,games-learn,-count=1 -run '^TestLearnsToBeatRandom$$' -timeout 10m ./internal/selfplay/model/)
 
 # Self-play throughput alone.
 games-bench:

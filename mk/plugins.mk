@@ -44,8 +44,8 @@ plugins-clean:
 
 FORCE_PLUGINS:
 
-sdk-go-test:
-	cd sdk/go && $(GO) vet ./... && $(GO) test -race ./...
+sdk-go-test: testtimes
+	@cd sdk/go && $(GO) vet ./... && $(call gotest,sdk-go,-race -count=1 ./...)
 
 sdk-go-bench:
 	cd sdk/go && $(GO) test -run '^$$' -bench . -benchmem ./...

@@ -11,9 +11,8 @@ $(OPA):
 	GOBIN=$(CACHE)/bin $(GO) install github.com/open-policy-agent/opa@$(OPA_VERSION)
 
 # Formatting first: reviewers read policy diffs, so they stay `opa fmt` clean.
-policy-test: $(OPA)
-	$(OPA) fmt --list --fail policies/
-	$(OPA) test policies/ -v
+policy-test: testtimes $(OPA)
+	@$(call timed,opa-test,$(OPA) fmt --list --fail policies/ && $(OPA) test policies/)
 
 TEST_DEPS += policy-test
 

@@ -1,21 +1,18 @@
 # Built-in PPO learner (internal/ppo, internal/nn, sdk/go/envs/...).
-# The learning tests (CartPole-v1 to 475 in-process and from 2 simulated
-# rollout workers' fragments, Pendulum-v1 to -200; internal/training's
-# TestLearnDefaults: both envs with a run's default hyper-parameters and
-# target criterion on seeds 0..4, and CartPole-v1 solved by evaluation within
-# 50k env steps on seeds 0..9) take a few minutes without the race
-# detector and are compiled out under -race, so `make test` runs them here
-# first, without -race. ppo-learn-seeds runs the defaults on seeds 0..9.
+# The learning tests are compiled out under -race (minutes with the race
+# detector), so `make test` runs them here first, without -race, on one or
+# two seeds: internal/ppo's CartPole-v1 to 475 in-process and from 2
+# simulated rollout workers' fragments (seeds 1, 2) and Pendulum-v1 to -200;
+# internal/training's TestLearnDefaults (both envs with a run's default
+# hyper-parameters and target criterion, seed 0) and CartPole-v1 solved by
+# evaluation within 50k env steps (seeds 0, 1). `make learn` (mk/test.mk)
+# runs every seed, 0..9.
 TEST_DEPS += ppo-learn
 
-.PHONY: ppo-learn ppo-learn-seeds ppo-bench
+.PHONY: ppo-learn ppo-bench
 
-ppo-learn:
-	$(GO) test -count=1 -run '^TestLearn' -timeout 10m ./internal/ppo/
-	$(GO) test -count=1 -run '^TestLearnDefaults' -timeout 15m ./internal/training/
-
-ppo-learn-seeds:
-	TRAINYARD_LEARN_SEEDS=0-9 $(GO) test -count=1 -v -run '^TestLearnDefaults$$' -timeout 30m ./internal/training/
+ppo-learn: testtimes
+	@$(call gotest,ppo-learn,-count=1 -run '^TestLearn' -timeout 15m ./internal/ppo/ ./internal/training/)
 
 # Rollout throughput, time to CartPole 475, env and network kernels (the
 # WASM rollout benchmarks need the compiled plugins: `plugins`).

@@ -12,7 +12,8 @@ import (
 // token and with each role: below the route's role it must be 401/403,
 // at or above it never, and never a 5xx; every error is problem+json.
 func TestAuthorizationMatrix(t *testing.T) {
-	dev := startDev(t, t.TempDir())
+	t.Parallel()
+	dev := sharedDev(t)
 	tokens := map[string]string{"admin": dev.admin}
 	for _, role := range []string{"viewer", "operator"} {
 		var out struct {
@@ -82,7 +83,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 // bodies to every route of the OpenAPI document as admin: never a 5xx, and
 // every error is problem+json.
 func TestAPIBadInput(t *testing.T) {
-	dev := startDev(t, t.TempDir())
+	t.Parallel()
+	dev := sharedDev(t)
 	resp, err := http.Get(dev.ep.API + "/openapi.json")
 	if err != nil {
 		t.Fatal(err)

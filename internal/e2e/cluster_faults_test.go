@@ -19,6 +19,7 @@ import (
 // TestClusterOverSSH: up/status/down through the ssh provisioner against a
 // real OpenSSH server on loopback.
 func TestClusterOverSSH(t *testing.T) {
+	t.Parallel()
 	srv := sshtest.Start(t)
 	dev := startDev(t, t.TempDir())
 	var nodes []string
@@ -93,6 +94,7 @@ func TestClusterOverSSH(t *testing.T) {
 // after `up` was accepted, start it again: up completes and no agent runs
 // twice.
 func TestClusterUpSurvivesControlPlaneKill(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// Fixed ports: agents started before the crash must find Temporal again.
 	ports := []string{"--temporal-port", freePortStr(t), "--api-port", freePortStr(t), "--s3-port", freePortStr(t), "--ui-port", freePortStr(t)}

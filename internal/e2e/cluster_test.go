@@ -60,6 +60,7 @@ nodes:
 // right totals; kill -9 one → Dead; add a fourth while jobs run on the
 // others → it registers and takes the next job; down → no agent left.
 func TestClusterLocalLifecycle(t *testing.T) {
+	t.Parallel()
 	dev := startDev(t, t.TempDir())
 	status := func() clusterStatus {
 		var st clusterStatus

@@ -101,6 +101,7 @@ var episodic = map[string]bool{"episode_return_mean": true, "episode_return_min"
 // command trainer's TRAINYARD_SCALAR lines land in the same place and in
 // `run show`.
 func TestCurves(t *testing.T) {
+	t.Parallel()
 	dev := sweepLab(t)
 	t.Run("a run's event files, read by protobuf", func(t *testing.T) { ppoCurves(t, dev) })
 	t.Run("a command trainer's scalar lines", func(t *testing.T) { commandCurves(t, dev) })

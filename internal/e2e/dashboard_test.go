@@ -29,6 +29,7 @@ import (
 // row, links into the Temporal UI; without a token, only the sign-in form.
 // Screenshots of each page go to .cache/dashboard/.
 func TestDashboard(t *testing.T) {
+	t.Parallel()
 	chromium := chromiumtest.Find(t)
 	start := time.Now()
 	dev, _ := selfplayDev(t)

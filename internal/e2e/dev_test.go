@@ -34,6 +34,7 @@ type problem struct {
 // are problem documents, and after SIGKILL and a restart on the same data
 // dir the workflow's history and the objects are still there.
 func TestDevSurvivesKillAndServesEverything(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dev := startDev(t, dir)
 

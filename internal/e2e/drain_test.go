@@ -52,6 +52,7 @@ func (m *spotMetadata) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // measured after them, resumes from the last periodic checkpoint and
 // redoes the iterations since (up to checkpoint_every).
 func TestDrainLosesNoIterations(t *testing.T) {
+	t.Parallel()
 	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
 	meta := &spotMetadata{noticed: map[string]bool{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -204,6 +205,7 @@ nodes:
 // in S3. For comparison a plain kill -9 of the agent, measured the same
 // way, loses every game finished since its last sync (up to one interval).
 func TestDrainedSelfplayLosesNoGames(t *testing.T) {
+	t.Parallel()
 	dev, dir := selfplayDev(t)
 	s3 := s3Client(t, dev, "")
 	const interval = 30 * time.Second

@@ -75,6 +75,7 @@ type loopStatus struct {
 // loaded every published version in order, and the trajectories carried
 // the versions that made them.
 func TestLLMLoopSurvivesKills(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a loop of 80 steps through kills of two agents and of dev")
 	}

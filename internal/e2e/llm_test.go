@@ -21,6 +21,7 @@ import (
 // otherwise, naming the field), may grant only declared endpoints, and with
 // the grant trains through every step's inference call.
 func TestLLMRunGrantsEndpoint(t *testing.T) {
+	t.Parallel()
 	wasm := plugintest.BuildGo(t, "./plugins/arithmetic")
 	srv := inferencetest.Start(t, "arith-1b")
 	srv.Answer = func(msgs []inference.ChatMessage) string {

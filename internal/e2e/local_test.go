@@ -139,6 +139,7 @@ func sameLearning(t testing.TB, local, cluster runDoc) {
 // fields aside), prints the same document, checkpoints into a directory
 // in S3's layout, and ends like the followed run train.
 func TestLocalRunMatchesCluster(t *testing.T) {
+	t.Parallel()
 	spec := []string{"--env", "CartPole-v1", "--iterations", "6", "--checkpoint-every", "3", "--seed", "7"}
 	ckpt := t.TempDir()
 	local, stderr, err := runLocalCLI(t, append(spec, "--checkpoint-dir", ckpt)...)

@@ -19,6 +19,7 @@ import (
 // still readable. A gang's instances and a command run's trainer stream
 // the same way.
 func TestJobLogsLive(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dev := startDev(t, dir)
 	cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", localSpec), "--heartbeat-timeout", "5s")

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,6 +36,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	stopShared()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -63,43 +65,94 @@ type devProc struct {
 }
 
 // startDev runs `trainyard dev` on dir with every port random (unless
-// extra flags fix them) and waits until /readyz says ready.
+// extra flags fix them) and waits until /readyz says ready. The test's
+// cleanup kills it and the agents it started.
 func startDev(t testing.TB, dir string, extra ...string) *devProc {
 	t.Helper()
-	os.Remove(filepath.Join(dir, "endpoints.json"))
-	logf, err := os.OpenFile(filepath.Join(t.TempDir(), "dev.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := launchDev(dir, t.TempDir(), extra...)
+	if p != nil {
+		t.Cleanup(func() {
+			p.kill(syscall.SIGKILL)
+			killAgentsOf(dir) // a failed test must not leave agents behind
+		})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &devProc{t: t, dir: dir, stdout: &bytes.Buffer{}, stderr: logf}
+	p.t = t
+	return p
+}
+
+// shared is the one `trainyard dev` that tests which only need an API
+// (no cluster of their own, no kill) share; TestMain stops it.
+var shared struct {
+	once sync.Once
+	dev  *devProc
+	err  error
+	dir  string
+}
+
+// sharedDev gives t the package's shared `trainyard dev`, started on first
+// use. Tests on it must not kill it, change its policies, or depend on
+// what other tests create there (they use names of their own).
+func sharedDev(t *testing.T) *devProc {
+	t.Helper()
+	shared.once.Do(func() {
+		if shared.dir, shared.err = os.MkdirTemp("", "trainyard-e2e-shared"); shared.err == nil {
+			shared.dev, shared.err = launchDev(filepath.Join(shared.dir, "data"), shared.dir)
+		}
+	})
+	if shared.err != nil {
+		t.Fatalf("shared dev: %v", shared.err)
+	}
+	p := *shared.dev
+	p.t = t
+	return &p
+}
+
+func stopShared() {
+	if shared.dev != nil {
+		shared.dev.kill(syscall.SIGKILL)
+		killAgentsOf(shared.dev.dir)
+	}
+	if shared.dir != "" {
+		os.RemoveAll(shared.dir)
+	}
+}
+
+// launchDev starts dev with its log in logDir; on an error after the start
+// it returns the process too, for the caller to kill.
+func launchDev(dir, logDir string, extra ...string) (*devProc, error) {
+	os.Remove(filepath.Join(dir, "endpoints.json"))
+	logf, err := os.OpenFile(filepath.Join(logDir, "dev.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	p := &devProc{dir: dir, stdout: &bytes.Buffer{}, stderr: logf}
 	args := append([]string{"dev", "--data-dir", dir, "--api-port", "0", "--temporal-port", "0", "--ui-port", "0", "--s3-port", "0"}, extra...)
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, logf
 	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	p.exited = make(chan struct{})
 	go func() {
 		_ = p.cmd.Wait()
 		close(p.exited)
 	}()
-	t.Cleanup(func() {
-		p.kill(syscall.SIGKILL)
-		killAgentsOf(dir) // a failed test must not leave agents behind
-	})
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		if time.Now().After(deadline) {
-			t.Fatalf("trainyard dev not ready after 90s; log:\n%s", p.log())
+			return p, fmt.Errorf("trainyard dev not ready after 90s; log:\n%s", p.log())
 		}
 		select {
 		case <-p.exited:
-			t.Fatalf("trainyard dev exited early; log:\n%s", p.log())
+			return p, fmt.Errorf("trainyard dev exited early; log:\n%s", p.log())
 		default:
 		}
 		if b, err := os.ReadFile(filepath.Join(dir, "endpoints.json")); err == nil {
 			if err := json.Unmarshal(b, &p.ep); err != nil {
-				t.Fatal(err)
+				return p, err
 			}
 			if resp, err := http.Get(p.ep.API + "/readyz"); err == nil {
 				resp.Body.Close()
@@ -112,10 +165,10 @@ func startDev(t testing.TB, dir string, extra ...string) *devProc {
 	}
 	tok, err := os.ReadFile(p.ep.AdminTokenFile)
 	if err != nil {
-		t.Fatal(err)
+		return p, err
 	}
 	p.admin = strings.TrimSpace(string(tok))
-	return p
+	return p, nil
 }
 
 func (p *devProc) log() string {

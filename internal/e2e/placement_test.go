@@ -144,6 +144,7 @@ nodes:
 // change flips the queued work in a dry run and then holds it, and a
 // starved work passes fresher higher-priority work once boosted.
 func TestSeed002FleetDecidesPlacement(t *testing.T) {
+	t.Parallel()
 	dev := placementDev(t, "fleet", seed002Fleet)
 	g := gate{t.TempDir()}
 	node := func(id string) string { return waitJob(t, dev, id, "running", running).Progress.Node }
@@ -333,6 +334,7 @@ func seed003Layout(cluster, config string, g gate, marks string) map[string]any 
 // the CPU pool with their max_concurrency), a second one waits whole and
 // says why, and a layout no cluster shape could hold is refused.
 func TestSeed003LayoutIsOneGang(t *testing.T) {
+	t.Parallel()
 	dev := placementDev(t, "llm", seed003Cluster)
 	g, marks := gate{t.TempDir()}, t.TempDir()
 
@@ -406,6 +408,7 @@ func TestSeed003LayoutIsOneGang(t *testing.T) {
 // node; a worker asking for more than the 90% capacity share is refused
 // with the rule.
 func TestSeed000AntiAffineWorkers(t *testing.T) {
+	t.Parallel()
 	var nodes strings.Builder
 	for i := 1; i <= 7; i++ {
 		nodes.WriteString("  - {name: box-" + itoa(i) + ", resources: {cpus: 4, gpus: none}}\n")

@@ -14,6 +14,7 @@ import (
 // (the SDK comes with it) and its module graph is small; a bad language or
 // a non-empty directory is one error line and a non-zero exit.
 func TestPluginInit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if repo, _ := filepath.Abs("../.."); strings.HasPrefix(dir, repo+string(filepath.Separator)) {
 		t.Fatalf("temp dir %s lies inside the repository %s", dir, repo)

@@ -25,6 +25,7 @@ import (
 // the CLI, against `trainyard dev`; bad modules are refused with the reason,
 // and a plugin that running work uses cannot be deleted.
 func TestPluginRoundTrip(t *testing.T) {
+	t.Parallel()
 	env := plugintest.AssemblyScript(t, "cartpole-as")
 	reward := plugintest.BuildGo(t, "./plugins/shaping")
 	dev := startDev(t, t.TempDir())

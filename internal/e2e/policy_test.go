@@ -18,6 +18,7 @@ import (
 // GPU job with a 403 listing the rule; broken bundles are refused; every
 // decision is listed.
 func TestPolicyAsCode(t *testing.T) {
+	t.Parallel()
 	dev := startDev(t, t.TempDir())
 	cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", localSpec), "--heartbeat-timeout", "5s")
 

@@ -22,6 +22,7 @@ import (
 // what a resumed run learns afterwards is another random stream, and PPO
 // on CartPole does not reach 475 within its budget on every stream).
 func TestPyTorchTrainerOnPluginEnv(t *testing.T) {
+	t.Parallel()
 	pythontest.Require(t, "TRAINYARD_REQUIRE_TORCH", "python-torch", "torch", "numpy")
 	example, err := filepath.Abs("../../sdk/python/examples/pytorch_ppo.py")
 	if err != nil {
@@ -106,6 +107,7 @@ dist.destroy_process_group()
 // sum, each in its own log. kill -9 of rank 1's agent restarts the whole
 // gang on a fresh placement, from rank 0's last synced step.
 func TestTwoNodeGangAllReduce(t *testing.T) {
+	t.Parallel()
 	pythontest.Require(t, "TRAINYARD_REQUIRE_TORCH", "python-torch", "torch.distributed")
 	dev, _ := crashableLab(t, t.TempDir(), `
 name: lab

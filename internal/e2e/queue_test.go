@@ -17,6 +17,7 @@ import (
 // when the GPU node leaves they turn infeasible, say until when, and fail
 // at the end of their grace period naming the constraint.
 func TestWaitingWorkNeverPendsSilently(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dev := startDev(t, dir)
 	spec := `
@@ -126,6 +127,7 @@ nodes:
 // rule forbids is refused with that rule listed; none of them starts a
 // run that would sit pending.
 func TestImpossibleRunIsRefusedNotPending(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dev := startDev(t, dir)
 	spec := `

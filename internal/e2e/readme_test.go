@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -222,6 +223,10 @@ func docEnv(t *testing.T) []string {
 	return env
 }
 
+// defaultPorts is held by the tests that start dev on the ports `make run`
+// uses, one at a time; every other test picks its own.
+var defaultPorts sync.Mutex
+
 // TestReadme runs every README shell block meant to be run, in order, as a
 // new user would after `make run`: a fresh `trainyard dev` on the default
 // ports, from a checkout. Any failing command, or an output that
@@ -230,6 +235,9 @@ func TestReadme(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a CartPole run to 475 and a self-play loop")
 	}
+	t.Parallel()
+	defaultPorts.Lock() // the ports `make run` uses
+	t.Cleanup(defaultPorts.Unlock) // registered first, so run after dev is killed
 	blocks := runnableBlocks(t, "../../README.md")
 	if len(blocks) < 5 {
 		t.Fatalf("only %d runnable blocks in README.md", len(blocks))
@@ -248,6 +256,9 @@ func TestDocsQuickStarts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a CartPole run to 475, a sweep and a self-play loop")
 	}
+	t.Parallel()
+	defaultPorts.Lock() // the ports `make run` uses
+	t.Cleanup(defaultPorts.Unlock) // registered first, so run after dev is killed
 	var blocks []docBlock
 	for _, f := range []string{"training.md", "selfplay.md", "scheduling.md", "observability.md", "llm.md"} {
 		blocks = append(blocks, runnableBlocks(t, filepath.Join("../../docs", f))...)
@@ -267,6 +278,7 @@ func TestDocsQuickStarts(t *testing.T) {
 // TestDocBlocks: which blocks run, which output goes with which block, and
 // that a contradicting output is caught.
 func TestDocBlocks(t *testing.T) {
+	t.Parallel()
 	doc := filepath.Join(t.TempDir(), "doc.md")
 	os.WriteFile(doc, []byte("# t\n\n```sh\necho a\n```\n\n```text\nrun run-12ab done: 3 steps\n```\n\n<!-- not run: placeholder -->\n```sh\nfalse\n```\n```yaml\nk: v\n```\n```bash\necho b\n```\ntext\n```text\nnot an output\n```\n"), 0o644)
 	bs := runnableBlocks(t, doc)

@@ -24,6 +24,7 @@ import (
 // kept in DATA/temporal-ports.json, out of the ephemeral range, and the run
 // ends completed.
 func TestDevRestartsAfterKill9(t *testing.T) {
+	t.Parallel()
 	const cycles = 20
 	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
 	dir := t.TempDir()

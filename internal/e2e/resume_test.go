@@ -67,6 +67,7 @@ func trained(r runView) int64 {
 // CartPole's physics, step count and random stream), so the resumed
 // episodes are the ones the run was in.
 func TestResumeAfterKillsIsExact(t *testing.T) {
+	t.Parallel()
 	spec := []string{"--env", "CartPole-v1", "--iterations", "16", "--checkpoint-every", "2", "--seed", "3"}
 	start := time.Now()
 	straight, stderr, err := runLocalCLI(t, spec...)

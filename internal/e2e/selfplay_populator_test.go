@@ -18,6 +18,7 @@ import (
 // configs catalogue, datasets and cluster utilisation read it all back
 // through the API and the CLI; stopping the populator stops the loop.
 func TestSelfplayPopulator(t *testing.T) {
+	t.Parallel()
 	dev, _ := selfplayDev(t)
 	out := cli(t, dev, "selfplay", "populate", "start", "--cluster", "lab", "--config", "square8_2p:2", "--poll", "1s", "--depth", "3",
 		"--mix-selfplay", "0.5", "--mix-training", "0.25", "--mix-tournament", "0.25", "--alert-queue-depth", "1",

@@ -100,6 +100,7 @@ func selfplayDev(t *testing.T) (*devProc, string) {
 // margin over a fixed number of games; the exports load with NumPy; the
 // leaderboard and the CLI show the same ratings.
 func TestSelfplayLoop(t *testing.T) {
+	t.Parallel()
 	dev, _ := selfplayDev(t)
 
 	t.Run("bad requests", func(t *testing.T) {
@@ -232,6 +233,7 @@ func TestSelfplayLoop(t *testing.T) {
 // upload; the retry on the other node resumes from exactly the games in
 // S3 and plays none of them again.
 func TestSelfplayKillEphemeralAgent(t *testing.T) {
+	t.Parallel()
 	dev, dir := selfplayDev(t)
 	s3 := s3Client(t, dev, "")
 	const interval = time.Second
@@ -525,6 +527,7 @@ print(json.dumps({"arrays": {k: [z[k].dtype.str, list(z[k].shape)] for k in z.fi
 // config's loop continues its own state (best model, generations) from its
 // previous slice.
 func TestSelfplayScheduler(t *testing.T) {
+	t.Parallel()
 	dev, _ := selfplayDev(t)
 	wasm := plugintest.BuildGo(t, "./plugins/kinrow/hex8_2p")
 	if code, raw := upload(t, dev, dev.admin, wasm, nil); code != http.StatusCreated {
@@ -584,6 +587,7 @@ func TestSelfplayScheduler(t *testing.T) {
 // board that fits (square8_2p, not hexagonal_2p, which wants 32 GB); the
 // loop takes the GPU and the daemon notes when it ends.
 func TestSelfplayIdleGPU(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dev := startDev(t, dir)
 	spec := `

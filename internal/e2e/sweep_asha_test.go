@@ -18,6 +18,7 @@ import (
 // trial solves CartPole (mean return ≥ 475). Bad random/scheduler fields
 // are refused with the field that is wrong.
 func TestSweepASHA(t *testing.T) {
+	t.Parallel()
 	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
 	dev := sweepLab(t)
 	if code, raw := upload(t, dev, dev.admin, wasm, nil); code != http.StatusCreated {

@@ -86,6 +86,7 @@ nodes:
 // with a results table naming the best. Bad sweeps are refused with the
 // field that is wrong.
 func TestSweepGrid(t *testing.T) {
+	t.Parallel()
 	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
 	dev := sweepLab(t)
 	if code, raw := upload(t, dev, dev.admin, wasm, nil); code != http.StatusCreated {
@@ -143,6 +144,7 @@ func TestSweepGrid(t *testing.T) {
 // one GPU at the same time (each waits until it sees all four marker
 // files) and all see CUDA_VISIBLE_DEVICES=0.
 func TestSweepSharesOneGPU(t *testing.T) {
+	t.Parallel()
 	dev := sweepLab(t)
 	marks := t.TempDir()
 	script := fmt.Sprintf(`echo "$CUDA_VISIBLE_DEVICES" > %[1]s/$0; for i in $(seq 600); do [ $(ls %[1]s | wc -l) -ge 4 ] && exit 0; sleep 0.1; done; exit 1`, marks)

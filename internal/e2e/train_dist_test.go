@@ -68,6 +68,7 @@ type distView struct {
 // failed that way in CI once (best 410.8). 200 is reached on every seed
 // well before the anneal, and the kill still falls mid-run.
 func TestTrainDistributedRolloutsSurviveWorkerKill(t *testing.T) {
+	t.Parallel()
 	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
 	dir := t.TempDir()
 	dev := startDev(t, dir)
@@ -191,6 +192,7 @@ nodes:
 // workers listed as waiting with the gang's reason. Once the job ends the
 // three are placed together, spread over both nodes.
 func TestDistributedRunIsOneGang(t *testing.T) {
+	t.Parallel()
 	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
 	dev := placementDev(t, "gang", gangSpec)
 	if code, raw := upload(t, dev, dev.admin, wasm, nil); code != http.StatusCreated {

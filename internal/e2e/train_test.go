@@ -135,6 +135,7 @@ func assertReached(t *testing.T, r runView, target float64) {
 // Checkpoints are then read back through the API and a plain S3 client,
 // and a corrupted chunk gives a clear checksum error.
 func TestTrainCartPoleSurvivesAgentAndControlPlaneKill(t *testing.T) {
+	t.Parallel()
 	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
 	dir := t.TempDir()
 	dev, restart := crashableLab(t, dir, twoNodeSpec, 2)

@@ -1,0 +1,76 @@
+# `make test` (what CI runs, .ci/run) and `make learn`.
+#
+# make test: the prerequisites in TEST_DEPS (installs, plugin builds, and
+# the test steps other fragments add: ppo-learn, games-learn, sdk-go-test,
+# deploy-validate, policy-test), lint, then two go test runs side by side:
+#  - race:   go test -race on every package but those in NORACE_PKGS;
+#  - norace: go test on NORACE_PKGS.
+# Whatever happens, it ends with a time table (steps, packages, the slowest
+# 10 tests, the whole run), also in .cache/test-times.txt; each run's whole
+# output is in .cache/test-times/<run>.log, and .cache/test.log holds both.
+#
+# -race where it can find something. The race detector instruments the test
+# binary only, so it stays on every package whose tests run our own
+# concurrent code in-process (the API, the workflows under Temporal's test
+# server, the agent's pieces, trajpool, rolloutworker, training's loop and
+# distributed segments, ...). It is off for:
+#  - internal/e2e and internal/chaos: their tests start bin/trainyard (built
+#    without -race) and its agents as child processes and only talk HTTP and
+#    S3 to them; the instrumented test binary is a client that polls. They
+#    also run their tests side by side (-parallel, E2E_PARALLEL), which the
+#    detector's 5-10x CPU would starve on CI's 2 cores.
+# The learning checks are compiled out under -race (//go:build !race) and
+# run without it in ppo-learn and games-learn, on a seed or two; `make
+# learn` runs all their seeds.
+NORACE_PKGS := ./internal/e2e ./internal/chaos
+E2E_PARALLEL ?= 4
+TEST_TIMEOUT ?= 45m
+
+TESTTIMES := $(CACHE)/bin/testtimes
+TT_DIR := $(CACHE)/test-times
+
+# $(call gotest,NAME,ARGS): go test -json ARGS, its output shown the short
+# way (package lines, failed tests whole), recorded as NAME for the table.
+gotest = (set -o pipefail; $(GO) test -json $(2) 2>&1 | $(TESTTIMES) record $(TT_DIR) $(1))
+
+# $(call timed,NAME,COMMAND): COMMAND, its wall time a step of the table.
+timed = t0=$$(date +%s.%N); ( $(2) ); rc=$$?; \
+	$(TESTTIMES) step $(TT_DIR) $(1) $$(awk "BEGIN{printf \"%.1f\", $$(date +%s.%N) - $$t0}") $$rc; exit $$rc
+
+.PHONY: test test-steps test-go learn testtimes
+
+testtimes:
+	@mkdir -p $(CACHE)/bin
+	@$(GO) build -o $(TESTTIMES) ./internal/tools/testtimes
+
+# The table is printed after a failure too: test-steps runs in a sub-make
+# whose status is kept.
+test: testtimes
+	@$(TESTTIMES) begin $(TT_DIR)
+	@$(MAKE) --no-print-directory test-steps; rc=$$?; \
+	  cat $(TT_DIR)/*.log > $(CACHE)/test.log 2>/dev/null; \
+	  if [ $$rc -ne 0 ]; then echo "--- failures (whole log: $(CACHE)/test.log):"; \
+	    grep -ahE '^(--- FAIL|FAIL|panic:)|^ +[A-Za-z0-9_]+\.go:[0-9]+: ' $(TT_DIR)/*.log | tail -60; fi; \
+	  echo; $(TESTTIMES) table $(TT_DIR) $(CACHE)/test-times.txt; exit $$rc
+
+test-steps: $$(TEST_DEPS)
+	@$(call timed,lint,$(MAKE) --no-print-directory lint)
+	@$(call timed,go-test,$(MAKE) --no-print-directory test-go)
+
+# The two runs side by side: the norace run (internal/e2e, the longest
+# package, mostly waiting on child processes) starts first.
+test-go:
+	@echo "go test -race (all but $(NORACE_PKGS)) and go test $(NORACE_PKGS) -parallel $(E2E_PARALLEL), side by side"
+	@race=$$($(GO) list ./... | grep -vxF $(foreach p,$(NORACE_PKGS),-e $(patsubst ./%,github.com/trainyard/trainyard/%,$(p)))); \
+	  $(call gotest,norace,-count=1 -timeout $(TEST_TIMEOUT) -parallel $(E2E_PARALLEL) $(NORACE_PKGS)) & pid=$$!; \
+	  $(call gotest,race,-race -count=1 -timeout $(TEST_TIMEOUT) $$race); rc=$$?; \
+	  wait $$pid; rc2=$$?; [ $$rc -eq 0 ] && [ $$rc2 -eq 0 ]
+
+# Every seed of the learning checks that make test runs on one or two
+# (ppo-learn, games-learn): CartPole and Pendulum with a run's defaults on
+# seeds 0..9, CartPole solved within 50k steps on seeds 0..9, and internal/
+# ppo's own learning tests. About 25 minutes on 2 cores.
+learn:
+	$(GO) test -count=1 -run '^TestLearn' -timeout 20m ./internal/ppo/
+	TRAINYARD_LEARN_SEEDS=0-9 $(GO) test -count=1 -v -run '^TestLearnDefaults' -timeout 60m ./internal/training/
+	$(GO) test -count=1 -run '^TestLearnsToBeatRandom$$' -timeout 10m ./internal/selfplay/model/
