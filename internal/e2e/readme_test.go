@@ -236,7 +236,7 @@ func TestReadme(t *testing.T) {
 		t.Skip("runs a CartPole run to 475 and a self-play loop")
 	}
 	t.Parallel()
-	defaultPorts.Lock() // the ports `make run` uses
+	defaultPorts.Lock()            // the ports `make run` uses
 	t.Cleanup(defaultPorts.Unlock) // registered first, so run after dev is killed
 	blocks := runnableBlocks(t, "../../README.md")
 	if len(blocks) < 5 {
@@ -257,7 +257,7 @@ func TestDocsQuickStarts(t *testing.T) {
 		t.Skip("runs a CartPole run to 475, a sweep and a self-play loop")
 	}
 	t.Parallel()
-	defaultPorts.Lock() // the ports `make run` uses
+	defaultPorts.Lock()            // the ports `make run` uses
 	t.Cleanup(defaultPorts.Unlock) // registered first, so run after dev is killed
 	var blocks []docBlock
 	for _, f := range []string{"training.md", "selfplay.md", "scheduling.md", "observability.md", "llm.md"} {
