@@ -15,9 +15,26 @@ import (
 
 // grantedEndpoints resolves a run's capabilities.http against its cluster:
 // every granted endpoint must be declared by the cluster and by the env
-// plugin's metadata (http:<name>). The definitions travel with the run to
-// the agent, which resolves their credentials itself.
+// plugin's metadata (http:<name>), and a loop's llm.remote.endpoint must be
+// a trainer the cluster declares. The definitions travel with the run to
+// the agent, which resolves their credentials itself: the references are
+// always an admin's (the cluster spec), never the run's.
 func grantedEndpoints(spec training.Spec, st cluster.Status, env pluginhost.Metadata) ([]inference.Endpoint, error) {
+	eps, err := pluginEndpoints(spec, st, env)
+	if err != nil || spec.LLM == nil || spec.LLM.Remote == nil {
+		return eps, err
+	}
+	name := spec.LLM.Remote.Endpoint
+	j := slices.IndexFunc(st.Endpoints, func(e inference.Endpoint) bool { return e.Name == name && e.Type == inference.TypeTrainer })
+	if j < 0 {
+		return nil, huma.Error422UnprocessableEntity("remote trainer not declared", &huma.ErrorDetail{Location: "body.llm.remote.endpoint", Value: name,
+			Message: fmt.Sprintf("cluster %s declares no endpoint %q of type trainer (an admin declares the trainer's URL and credentials in the cluster spec)", spec.Cluster, name)})
+	}
+	return append(eps, st.Endpoints[j]), nil
+}
+
+// pluginEndpoints is capabilities.http resolved: what the env plugin may call.
+func pluginEndpoints(spec training.Spec, st cluster.Status, env pluginhost.Metadata) ([]inference.Endpoint, error) {
 	declared := env.DeclaredEndpoints(pluginhost.CapHTTP)
 	if spec.Capabilities == nil || len(spec.Capabilities.HTTP) == 0 {
 		if len(declared) > 0 {
@@ -39,6 +56,11 @@ func grantedEndpoints(spec training.Spec, st cluster.Status, env pluginhost.Meta
 			}
 			details = append(details, &huma.ErrorDetail{Location: loc, Value: name,
 				Message: fmt.Sprintf("cluster %s declares no endpoint %q (declared: %v)", spec.Cluster, name, names)})
+			continue
+		}
+		if st.Endpoints[j].Type == inference.TypeTrainer {
+			details = append(details, &huma.ErrorDetail{Location: loc, Value: name,
+				Message: fmt.Sprintf("endpoint %q is a trainer: a loop names it in llm.remote.endpoint; plugins are not granted it", name)})
 			continue
 		}
 		if !slices.Contains(declared, name) {

@@ -225,6 +225,9 @@ func (s *Server) registerClusters() {
 		"Run a command on a node of the cluster with the CPUs, GPUs and memory it asks for", auth.Operator, "jobs")
 	submit.DefaultStatus = http.StatusCreated
 	huma.Register(s.API, submit, func(ctx context.Context, in *submitJobInput) (*workflowRefOutput, error) {
+		if err := envKeyErrors(in.Body.Env); err != nil {
+			return nil, err
+		}
 		st, err := s.clusterStatus(ctx, in.Name)
 		if err != nil {
 			return nil, err

@@ -3,12 +3,15 @@ package api
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
 	"github.com/trainyard/trainyard/internal/auth"
+	"github.com/trainyard/trainyard/internal/names"
 	"github.com/trainyard/trainyard/internal/workspec"
 	"github.com/trainyard/trainyard/workflows/job"
 )
@@ -51,6 +54,9 @@ func (s *Server) submitWorkJob(ctx context.Context, in *workJobInput) (*workflow
 			return nil, huma.Error422UnprocessableEntity("invalid job", &huma.ErrorDetail{Location: fmt.Sprintf("body.roles[%d].command", i), Message: "role " + r.Name + " has no command, and the job names no default command"})
 		}
 	}
+	if err := envKeyErrors(b.Env); err != nil {
+		return nil, err
+	}
 	grace, err := optDuration("body.infeasible_grace", b.InfeasibleGrace)
 	if err != nil {
 		return nil, err
@@ -67,4 +73,19 @@ func (s *Server) submitWorkJob(ctx context.Context, in *workJobInput) (*workflow
 		return nil, temporalErr("submit job", err)
 	}
 	return &workflowRefOutput{Body: WorkflowRef{WorkflowID: run.GetID(), RunID: run.GetRunID()}}, nil
+}
+
+// envKeyErrors refuses, at the door, variable names a node would refuse
+// (names.EnvKey): every bad key, each a field of its own.
+func envKeyErrors(env map[string]string) error {
+	var details []error
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if err := names.EnvKey.Check(k); err != nil {
+			details = append(details, &huma.ErrorDetail{Location: "body.env." + k, Message: err.Error()})
+		}
+	}
+	if len(details) > 0 {
+		return huma.Error422UnprocessableEntity("invalid environment", details...)
+	}
+	return nil
 }

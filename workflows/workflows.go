@@ -56,7 +56,7 @@ func Register(w worker.Registry, d Deps) {
 	w.RegisterWorkflowWithOptions(pluginrun.Workflow, workflow.RegisterOptions{Name: pluginrun.Name})
 	w.RegisterActivity(&pluginrun.Activities{Runtime: d.Plugins, Store: pluginstore.New(d.Store)})
 	w.RegisterWorkflowWithOptions(cluster.Workflow, workflow.RegisterOptions{Name: cluster.Name})
-	w.RegisterActivity(&cluster.Activities{Provisioners: d.Provisioners, Launch: d.Launch})
+	w.RegisterActivity(&cluster.Activities{Temporal: d.Client, Provisioners: d.Provisioners, Launch: d.Launch})
 	w.RegisterWorkflowWithOptions(job.Workflow, workflow.RegisterOptions{Name: job.Name})
 	w.RegisterActivity(&job.Activities{Client: d.Client, Params: d.Params, Decide: d.Decide})
 	w.RegisterWorkflowWithOptions(train.Workflow, workflow.RegisterOptions{Name: train.Name})

@@ -45,6 +45,15 @@ type devOptions struct {
 	bucket       string
 	s3Endpoint   string // an S3 of its own (`trainyard s3`) instead of the embedded one
 	s3CredFile   string
+	uiWrites     bool
+}
+
+// uiMode is what dev's banner says of the Temporal UI: it has no login.
+func uiMode(writes bool) string {
+	if writes {
+		return "no login, WRITE ACTIONS ON: anyone who reaches it can terminate work"
+	}
+	return "read-only, no login: it shows every workflow's history"
 }
 
 func newDevCmd(g *globals) *cobra.Command {
@@ -67,6 +76,7 @@ func newDevCmd(g *globals) *cobra.Command {
 	f.IntVar(&o.s3Port, "s3-port", 9000, "S3 port")
 	f.StringVar(&o.bucket, "s3-bucket", "trainyard", "bucket for plugins, checkpoints and datasets")
 	f.StringVar(&o.s3Endpoint, "s3-endpoint", "", "use this S3 (e.g. `trainyard s3`) instead of starting the embedded one")
+	f.BoolVar(&o.uiWrites, "ui-write-actions", false, "let the Temporal Web UI terminate, signal and reset workflows (it has no login: anyone who reaches its port could)")
 	f.StringVar(&o.s3CredFile, "s3-credentials", "", "with --s3-endpoint: its keys as JSON {access_key_id, secret_access_key} (default DATA/s3-credentials.json)")
 	return cmd
 }
@@ -126,7 +136,7 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 	}
 	stops = append(stops, func() { _ = tsrv.Stop() })
 
-	ui, err := embedded.StartUI(o.ip, o.uiPort, tsrv.Address)
+	ui, err := embedded.StartUI(o.ip, o.uiPort, tsrv.Address, o.uiWrites)
 	if err != nil {
 		return err
 	}
@@ -201,7 +211,7 @@ Trainyard dev is running (data in %s)
   API          %s
   API docs     %s
   Dashboard    %s   (sign in with the admin token)
-  Temporal UI  %s
+  Temporal UI  %s   (%s)
   Temporal     %s (namespace default)
   S3           %s (bucket %s)
 
@@ -209,7 +219,7 @@ Trainyard dev is running (data in %s)
   Admin token     %s   (use: export TRAINYARD_TOKEN=$(cat %s))
 
 Stop with Ctrl-C (SIGINT) or SIGTERM.
-`, dir, ep.API, ep.Docs, ep.Dashboard, ep.TemporalUI, ep.Temporal, ep.S3, ep.Bucket, credFile, adminFile, adminFile)
+`, dir, ep.API, ep.Docs, ep.Dashboard, ep.TemporalUI, uiMode(o.uiWrites), ep.Temporal, ep.S3, ep.Bucket, credFile, adminFile, adminFile)
 
 	<-ctx.Done()
 	log.Info("shutting down")

@@ -18,8 +18,11 @@ type UI struct {
 
 // StartUI serves the Web UI on ip:port (0 picks a free port, see FreePort),
 // pointed at the Temporal frontend at temporalAddr. A port asked for that
-// another process holds is an error that says so.
-func StartUI(ip string, port int, temporalAddr string) (*UI, error) {
+// another process holds is an error that says so. The UI has no login of
+// its own, so unless writeActions it refuses every write (terminate,
+// signal, reset, start: 405 from the UI server itself, not just hidden
+// buttons): work is changed through Trainyard's API, behind its tokens.
+func StartUI(ip string, port int, temporalAddr string, writeActions bool) (*UI, error) {
 	if port == 0 {
 		p, err := FreePort(ip)
 		if err != nil {
@@ -34,6 +37,7 @@ func StartUI(ip string, port int, temporalAddr string) (*UI, error) {
 		Port:                port,
 		TemporalGRPCAddress: temporalAddr,
 		EnableUI:            true,
+		DisableWriteActions: !writeActions,
 		CORS:                uiconfig.CORS{CookieInsecure: true},
 		HideLogs:            true,
 		// No internet on our machines; the UI must not try to fetch news.

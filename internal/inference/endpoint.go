@@ -34,7 +34,9 @@ type Endpoint struct {
 	Nodes []string `json:"nodes,omitempty" yaml:"nodes,omitempty"`
 	GPUs  int      `json:"gpus,omitempty" yaml:"gpus,omitempty"`
 	// Type decides how new weights are announced (weightsync.go): "openai"
-	// (no reload), "vllm", "sglang" or "webhook".
+	// (no reload), "vllm", "sglang" or "webhook"; or "trainer": a remote
+	// training API that an LLM loop's llm.remote names, never granted to a
+	// plugin.
 	Type string `json:"type,omitempty" yaml:"type,omitempty"`
 	// ReloadURL receives the weight-sync notification (type webhook, or a
 	// vLLM/SGLang admin URL when it differs from URL).
@@ -55,6 +57,10 @@ const (
 	TypeVLLM    = "vllm"
 	TypeSGLang  = "sglang"
 	TypeWebhook = "webhook"
+	// TypeTrainer is a remote training service: an LLM loop posts its
+	// batches to URL with the endpoint's credentials. An admin declares it
+	// (URL and credentials together); a run can only name it.
+	TypeTrainer = "trainer"
 )
 
 // ErrInvalidEndpoint marks an endpoint definition that fails validation.
@@ -75,7 +81,7 @@ func (e Endpoint) Validate() error {
 	if u.User != nil {
 		return bad("url", "must not carry credentials; use credentials_ref")
 	}
-	if e.Model == "" {
+	if e.Model == "" && e.Type != TypeTrainer {
 		return bad("model", "required")
 	}
 	if e.CredentialsRef != "" && !strings.HasPrefix(e.CredentialsRef, "env:") && !strings.HasPrefix(e.CredentialsRef, "file:") {
@@ -91,13 +97,13 @@ func (e Endpoint) Validate() error {
 		return bad("nodes", "gpus %d needs the nodes that serve them", e.GPUs)
 	}
 	switch e.Type {
-	case "", TypeOpenAI, TypeVLLM, TypeSGLang:
+	case "", TypeOpenAI, TypeVLLM, TypeSGLang, TypeTrainer:
 	case TypeWebhook:
 		if e.ReloadURL == "" && len(e.ReloadCommand) == 0 {
 			return bad("reload_url", "type webhook needs reload_url or reload_command")
 		}
 	default:
-		return bad("type", "%q, want openai, vllm, sglang or webhook", e.Type)
+		return bad("type", "%q, want openai, vllm, sglang, webhook or trainer", e.Type)
 	}
 	if e.ReloadURL != "" {
 		if u, err := url.Parse(e.ReloadURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

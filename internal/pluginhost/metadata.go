@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 
 	"github.com/trainyard/trainyard/sdk/go/envs"
+	"github.com/trainyard/trainyard/internal/names"
 )
 
 // ABIVersion is the plugin ABI this host speaks.
@@ -46,8 +46,6 @@ func (m Metadata) Spec() envs.Spec {
 // Label names the plugin in errors and logs.
 func (m Metadata) Label() string { return m.Name + "@" + m.Version }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-
 // parseMetadata decodes and checks a metadata document.
 func parseMetadata(b []byte, l Limits) (Metadata, error) {
 	var m Metadata
@@ -59,11 +57,11 @@ func parseMetadata(b []byte, l Limits) (Metadata, error) {
 	if m.ABIVersion != ABIVersion {
 		return m, fmt.Errorf("%w: metadata says abi_version %d, host speaks %d", ErrABIVersion, m.ABIVersion, ABIVersion)
 	}
-	if !nameRE.MatchString(m.Name) {
-		return m, fmt.Errorf("%w: name %q must match %s", ErrMetadata, m.Name, nameRE)
+	if err := names.Plugin.Check(m.Name); err != nil {
+		return m, fmt.Errorf("%w: name: %v", ErrMetadata, err)
 	}
-	if m.Version == "" || len(m.Version) > 64 {
-		return m, fmt.Errorf("%w: version must be 1-64 characters", ErrMetadata)
+	if err := names.Version.Check(m.Version); err != nil {
+		return m, fmt.Errorf("%w: version: %v", ErrMetadata, err)
 	}
 	if m.MaxEpisodeSteps < 0 {
 		return m, fmt.Errorf("%w: max_episode_steps %d < 0", ErrMetadata, m.MaxEpisodeSteps)

@@ -2,8 +2,6 @@ package training
 
 import (
 	"fmt"
-	"net/url"
-	"strings"
 
 	"github.com/trainyard/trainyard/internal/trajpool"
 )
@@ -28,10 +26,12 @@ type Loop struct {
 	Remote *RemoteTrainer `json:"remote,omitempty" doc:"A remote training API as the trainer, instead of command."`
 }
 
-// RemoteTrainer is a training service the agent posts each batch to.
+// RemoteTrainer is a training service the agent posts each batch to. The
+// run only names it: its URL and credentials are an endpoint of type
+// trainer that the cluster's spec declares (an admin's), so a run cannot
+// choose where an agent's secrets are sent, nor which secret.
 type RemoteTrainer struct {
-	URL            string `json:"url" maxLength:"2048" doc:"POST target of each batch (http or https)."`
-	CredentialsRef string `json:"credentials_ref,omitempty" maxLength:"512" doc:"env:VAR or file:/path, resolved on the trainer's agent and sent as a bearer token; never the key itself."`
+	Endpoint string `json:"endpoint" maxLength:"63" doc:"An endpoint of type trainer that the run's cluster declares (its spec binds the URL to the credentials); each batch is POSTed there."`
 }
 
 func (s Spec) loopDefaults() Spec {
@@ -106,12 +106,8 @@ func (s Spec) validateLoop() []error {
 	case l.Remote != nil && len(s.Command) > 0:
 		bad("llm.remote", "give command or llm.remote, not both")
 	case l.Remote != nil:
-		u, err := url.Parse(l.Remote.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-			bad("llm.remote.url", "%q: want an http(s) URL without credentials", l.Remote.URL)
-		}
-		if r := l.Remote.CredentialsRef; r != "" && !strings.HasPrefix(r, "env:") && !strings.HasPrefix(r, "file:") {
-			bad("llm.remote.credentials_ref", "want env:VAR or file:/path (a reference, never the key)")
+		if !endpointName.MatchString(l.Remote.Endpoint) {
+			bad("llm.remote.endpoint", "%q: want the name of an endpoint of type trainer that the cluster declares", l.Remote.Endpoint)
 		}
 	case s.Command[0] == "":
 		bad("command", "the trainer's argv must start with a program")

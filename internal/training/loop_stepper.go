@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -218,12 +219,19 @@ type remoteStepper struct {
 	http            *http.Client
 }
 
-func newRemoteStepper(r *RemoteTrainer, dir string) (*remoteStepper, error) {
-	token, err := inference.HostSecrets{}.Resolve(r.CredentialsRef)
-	if err != nil {
-		return nil, fmt.Errorf("%w: remote trainer: %w", ErrFatal, err)
+// newRemoteStepper finds r's endpoint among the definitions the run was
+// started with (the cluster's, resolved by the API): only a trainer an
+// admin declared has its credentials resolved here.
+func newRemoteStepper(r *RemoteTrainer, eps []inference.Endpoint, dir string) (*remoteStepper, error) {
+	i := slices.IndexFunc(eps, func(e inference.Endpoint) bool { return e.Name == r.Endpoint })
+	if i < 0 || eps[i].Type != inference.TypeTrainer {
+		return nil, fmt.Errorf("%w: remote trainer: the cluster declares no endpoint %q of type trainer", ErrFatal, r.Endpoint)
 	}
-	return &remoteStepper{url: r.URL, token: token, dir: dir, http: &http.Client{Timeout: 30 * time.Minute}}, nil
+	token, err := inference.HostSecrets{}.Resolve(eps[i].CredentialsRef)
+	if err != nil {
+		return nil, fmt.Errorf("%w: remote trainer %s: %w", ErrFatal, r.Endpoint, err)
+	}
+	return &remoteStepper{url: eps[i].URL, token: token, dir: dir, http: &http.Client{Timeout: 30 * time.Minute}}, nil
 }
 
 func (s *remoteStepper) step(ctx context.Context, b Batch) (StepResult, error) {

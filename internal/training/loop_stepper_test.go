@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/trajpool"
 )
 
@@ -52,9 +53,11 @@ func FuzzParseStepLine(f *testing.F) {
 	})
 }
 
-// TestRemoteTrainer: a remote training API gets each batch with the
-// bearer token its credentials_ref names (never in the spec), and its
-// answer lands in remote.json for the publish; a 4xx is fatal, a 5xx not.
+// TestRemoteTrainer: a remote training API, an endpoint of type trainer
+// the cluster declares, gets each batch with the bearer token its
+// credentials_ref names (never in the run's spec), and its answer lands in
+// remote.json for the publish; a 4xx is fatal, a 5xx not. A name that is
+// no trainer of the cluster's is refused before any secret is read.
 func TestRemoteTrainer(t *testing.T) {
 	t.Setenv("REMOTE_TRAINER_KEY", "sk-test")
 	var got Batch
@@ -73,7 +76,14 @@ func TestRemoteTrainer(t *testing.T) {
 	}))
 	defer srv.Close()
 	dir := t.TempDir()
-	s, err := newRemoteStepper(&RemoteTrainer{URL: srv.URL, CredentialsRef: "env:REMOTE_TRAINER_KEY"}, dir)
+	trainer := inference.Endpoint{Name: "tuner", URL: srv.URL, Type: inference.TypeTrainer, CredentialsRef: "env:REMOTE_TRAINER_KEY"}
+	eps := []inference.Endpoint{{Name: "llm", URL: "http://127.0.0.1:1", Model: "m", CredentialsRef: "env:REMOTE_TRAINER_KEY"}, trainer}
+	for _, name := range []string{"llm", "nope", ""} {
+		if _, err := newRemoteStepper(&RemoteTrainer{Endpoint: name}, eps, dir); !errors.Is(err, ErrFatal) {
+			t.Fatalf("remote trainer %q (not a declared trainer): %v, want fatal", name, err)
+		}
+	}
+	s, err := newRemoteStepper(&RemoteTrainer{Endpoint: "tuner"}, eps, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,11 +103,12 @@ func TestRemoteTrainer(t *testing.T) {
 		t.Fatalf("503: %v, want a retryable error", err)
 	}
 	t.Setenv("REMOTE_TRAINER_KEY", "wrong")
-	s, _ = newRemoteStepper(&RemoteTrainer{URL: srv.URL, CredentialsRef: "env:REMOTE_TRAINER_KEY"}, dir)
+	s, _ = newRemoteStepper(&RemoteTrainer{Endpoint: "tuner"}, eps, dir)
 	if _, err := s.step(context.Background(), Batch{Step: 5}); !errors.Is(err, ErrFatal) {
 		t.Fatalf("401: %v, want fatal", err)
 	}
-	if _, err := newRemoteStepper(&RemoteTrainer{URL: srv.URL, CredentialsRef: "env:NOT_SET_ANYWHERE"}, dir); !errors.Is(err, ErrFatal) {
+	eps[1].CredentialsRef = "env:NOT_SET_ANYWHERE"
+	if _, err := newRemoteStepper(&RemoteTrainer{Endpoint: "tuner"}, eps, dir); !errors.Is(err, ErrFatal) {
 		t.Fatalf("missing key: %v", err)
 	}
 }

@@ -178,7 +178,7 @@ func (r *Runner) RunLoopTrainer(ctx context.Context, in LoopTrainerInput, beat f
 	curves := r.commandScalars(in.RunID, out)
 	var trainer stepper
 	if loop.Remote != nil {
-		if trainer, err = newRemoteStepper(loop.Remote, dir); err != nil {
+		if trainer, err = newRemoteStepper(loop.Remote, in.Endpoints, dir); err != nil {
 			return st, err
 		}
 	} else {

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trainyard/trainyard/internal/names"
 	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/workspec"
 )
@@ -168,6 +169,11 @@ func (s Spec) Validate() error {
 	}
 	if s.Cluster == "" {
 		bad("cluster", "required")
+	} else if err := names.Cluster.Check(s.Cluster); err != nil {
+		bad("cluster", "%v", err)
+	}
+	if err := names.Label.Check(s.Name); err != nil {
+		bad("name", "%v", err)
 	}
 	switch {
 	case s.Kind == KindLLM:

@@ -92,17 +92,17 @@ func TestSpecValidate(t *testing.T) {
 		{"http rate without endpoints", Spec{Cluster: "lab", Env: "x", Capabilities: &Capabilities{HTTPRate: 5}}, "capabilities.http"},
 		{"loop", loopSpec(func(*Spec) {}), ""},
 		{"loop, remote trainer", loopSpec(func(s *Spec) {
-			s.Command, s.LLM.Remote = nil, &RemoteTrainer{URL: "https://t.example/step", CredentialsRef: "env:KEY"}
+			s.Command, s.LLM.Remote = nil, &RemoteTrainer{Endpoint: "tuner"}
 		}), ""},
 		{"loop without llm", loopSpec(func(s *Spec) { s.LLM = nil }), "llm"},
 		{"loop without steps", loopSpec(func(s *Spec) { s.LLM.Steps = 0 }), "llm.steps"},
 		{"loop without endpoints", loopSpec(func(s *Spec) { s.Capabilities = nil }), "capabilities.http"},
 		{"loop without trainer", loopSpec(func(s *Spec) { s.Command = nil }), "command"},
-		{"loop with two trainers", loopSpec(func(s *Spec) { s.LLM.Remote = &RemoteTrainer{URL: "https://t.example"} }), "llm.remote"},
-		{"loop remote key inline", loopSpec(func(s *Spec) {
-			s.Command, s.LLM.Remote = nil, &RemoteTrainer{URL: "https://t.example", CredentialsRef: "sk-123"}
-		}), "llm.remote.credentials_ref"},
-		{"loop remote with userinfo", loopSpec(func(s *Spec) { s.Command, s.LLM.Remote = nil, &RemoteTrainer{URL: "https://u:p@t.example"} }), "llm.remote.url"},
+		{"loop with two trainers", loopSpec(func(s *Spec) { s.LLM.Remote = &RemoteTrainer{Endpoint: "tuner"} }), "llm.remote"},
+		{"loop remote, a URL for a name", loopSpec(func(s *Spec) {
+			s.Command, s.LLM.Remote = nil, &RemoteTrainer{Endpoint: "https://t.example/step"}
+		}), "llm.remote.endpoint"},
+		{"loop remote without a name", loopSpec(func(s *Spec) { s.Command, s.LLM.Remote = nil, &RemoteTrainer{} }), "llm.remote.endpoint"},
 		{"loop pool smaller than a batch", loopSpec(func(s *Spec) { s.LLM.Batch, s.LLM.PoolCapacity = 64, 32 }), "llm.pool_capacity"},
 		{"loop pool policy", loopSpec(func(s *Spec) { s.LLM.PoolPolicy = "fifo" }), "llm.pool_policy"},
 		{"loop concurrency", loopSpec(func(s *Spec) { s.LLM.MaxConcurrency = 20000 }), "llm.max_concurrency"},

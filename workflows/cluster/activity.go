@@ -2,8 +2,13 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 
 	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/provision"
@@ -15,6 +20,8 @@ const ErrBadNode = "BadNode"
 // Activities start and stop agents through provisioners; they run on the
 // control-plane worker.
 type Activities struct {
+	// Temporal looks up the workflows holding allocations (ClosedOwners).
+	Temporal     client.Client
 	Provisioners provision.Set
 	// Launch builds the command that starts node's agent (the trainyard
 	// binary, its flags, the join secret in its environment).
@@ -52,4 +59,23 @@ func (a *Activities) StopAgent(ctx context.Context, in StopAgentInput) error {
 		return fmt.Errorf("stop agent: %w", err)
 	}
 	return nil
+}
+
+// ClosedOwners returns which of the workflows are no longer running
+// (closed in any way, or unknown to Temporal): what they hold is released.
+func (a *Activities) ClosedOwners(ctx context.Context, owners []string) ([]string, error) {
+	var closed []string
+	for _, id := range owners {
+		d, err := a.Temporal.DescribeWorkflowExecution(ctx, id, "")
+		var nf *serviceerror.NotFound
+		switch {
+		case errors.As(err, &nf):
+			closed = append(closed, id)
+		case err != nil:
+			return nil, fmt.Errorf("describe %s: %w", id, err)
+		case d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+			closed = append(closed, id)
+		}
+	}
+	return closed, nil
 }

@@ -125,7 +125,9 @@ type Release struct {
 
 // AllocateRequest asks for resources on one node.
 type AllocateRequest struct {
-	JobID    string   `json:"job_id"`
+	JobID string `json:"job_id"`
+	// Owner is the workflow asking (set by the allocate activity).
+	Owner    string   `json:"owner,omitempty"`
 	CPUs     float64  `json:"cpus"`
 	GPUs     int      `json:"gpus"`
 	MemoryMB int64    `json:"memory_mb"`
@@ -227,6 +229,10 @@ type Usage struct {
 	Role     string            `json:"role,omitempty" doc:"Its role (one allocation only)."`
 	Instance int               `json:"instance,omitempty" doc:"Its instance of the role (one allocation only)."`
 	Labels   map[string]string `json:"labels,omitempty" doc:"Its labels: work, role, kind, config and the role's own (one allocation only)."`
+	// Owner is the workflow that asked for it: once that workflow has
+	// closed (terminated, timed out, failed, or ended without releasing)
+	// the cluster takes the allocation back (reconcileOwners).
+	Owner string `json:"owner,omitempty" doc:"The workflow holding it; released once that workflow has closed (one allocation only)."`
 }
 
 // shares is the scheduler's view of u's devices.

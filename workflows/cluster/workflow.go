@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -83,6 +84,14 @@ func Workflow(ctx workflow.Context, st State) error {
 
 	tick := st.Settings.HeartbeatTimeout / 3
 	var timer workflow.Future // one health tick pending at a time
+	// Reservations always come back: every ReconcileEvery, on a health tick,
+	// the workflows holding allocations are looked up, and what closed ones
+	// hold is released (a terminated job, a run cancelled before its
+	// allocate update committed). Versioned: older histories did not.
+	rec := &reconciler{on: workflow.GetVersion(ctx, "reconcile-owners", workflow.DefaultVersion, 1) == 1,
+		done: workflow.NewBufferedChannel(ctx, 1),
+		actx: workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second,
+			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2}})}
 	for {
 		runNext()
 		sel := workflow.NewSelector(ctx)
@@ -107,6 +116,13 @@ func Workflow(ctx workflow.Context, st State) error {
 		sel.AddFuture(timer, func(workflow.Future) {
 			timer = nil
 			c.checkHealth(workflow.Now(ctx))
+			rec.maybeStart(ctx, c)
+		})
+		sel.AddReceive(rec.done, func(ch workflow.ReceiveChannel, _ bool) {
+			var closed []string
+			ch.Receive(ctx, &closed)
+			rec.running = false
+			c.releaseOwners(workflow.Now(ctx), closed)
 		})
 		sel.AddReceive(finished, func(ch workflow.ReceiveChannel, _ bool) { ch.Receive(ctx, nil) })
 		if cancelled != nil {
@@ -438,6 +454,78 @@ func (c *controller) checkHealth(now time.Time) {
 	}
 }
 
+// reconciler looks up, now and then, whether the workflows holding
+// allocations are still running (Activities.ClosedOwners).
+type reconciler struct {
+	on, running bool
+	last        time.Time
+	done        workflow.Channel // the closed owners of a finished lookup
+	actx        workflow.Context
+}
+
+// ReconcileEvery is how often the cluster looks up its allocations'
+// owners: the longest a closed workflow's reservation outlives it.
+const ReconcileEvery = 30 * time.Second
+
+func (r *reconciler) maybeStart(ctx workflow.Context, c *controller) {
+	now := workflow.Now(ctx)
+	if !r.on || r.running || now.Sub(r.last) < ReconcileEvery {
+		return
+	}
+	owners := c.owners()
+	if len(owners) == 0 {
+		return
+	}
+	r.running, r.last = true, now
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		var closed []string
+		if err := workflow.ExecuteActivity(r.actx, (*Activities).ClosedOwners, owners).Get(gctx, &closed); err != nil {
+			closed = nil // Temporal unreachable: try again next period
+		}
+		r.done.Send(gctx, closed)
+	})
+}
+
+// owners are the workflows holding allocations, sorted.
+func (c *controller) owners() []string {
+	seen := map[string]bool{}
+	for _, n := range c.st.Nodes {
+		for _, u := range n.Allocated {
+			if u.Owner != "" {
+				seen[u.Owner] = true
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// releaseOwners gives back everything the closed workflows hold.
+func (c *controller) releaseOwners(now time.Time, closed []string) {
+	for _, owner := range closed {
+		var works []string
+		for _, name := range c.st.Order {
+			for k, u := range c.st.Nodes[name].Allocated {
+				if u.Owner != owner {
+					continue
+				}
+				if u.Work != "" {
+					k = u.Work
+				}
+				if !slices.Contains(works, k) {
+					works = append(works, k)
+				}
+			}
+		}
+		sort.Strings(works)
+		for _, w := range works {
+			c.release(now, w)
+		}
+		if len(works) > 0 {
+			c.event(now, "released %v: their workflow %s has closed without giving them back", works, owner)
+		}
+	}
+}
+
 // releaseAll gives back the jobs a release names.
 func (c *controller) releaseAll(now time.Time, r Release) {
 	c.release(now, r.JobID)
@@ -551,7 +639,7 @@ func (c *controller) commit(now time.Time, w scheduler.Work, req AllocateRequest
 			workID, kind = split.JobID, split.Kind
 		}
 		n := c.st.Nodes[a.Node]
-		u := Usage{CPUs: a.CPUs, MemoryMB: a.MemoryMB, GPUShare: req.GPUShare}
+		u := Usage{CPUs: a.CPUs, MemoryMB: a.MemoryMB, GPUShare: req.GPUShare, Owner: req.Owner}
 		var held float64
 		for _, g := range a.GPUs {
 			u.GPUs = append(u.GPUs, g.Index)

@@ -54,6 +54,9 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (alloc clus
 			return cluster.Allocation{}, fmt.Errorf("allocate %s: policy params: %w", in.Request.JobID, err)
 		}
 	}
+	// The cluster gives the allocation back once this workflow has closed,
+	// however it ends.
+	in.Request.Owner = activity.GetInfo(ctx).WorkflowExecution.ID
 	if in.Request.Work != nil && a.Decide != nil {
 		if in.Request.PolicyWait, err = a.admit(ctx, in); err != nil {
 			return cluster.Allocation{}, err

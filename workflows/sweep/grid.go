@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/trainyard/trainyard/internal/names"
 	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/training"
 )
@@ -223,6 +224,9 @@ func ValidateTrials(spec SweepSpec, envName string) error {
 	}
 	for _, fe := range validateSearch(spec) {
 		add(fe)
+	}
+	if err := names.Label.Check(spec.Name); err != nil {
+		add(&training.FieldError{Field: "name", Reason: err.Error()})
 	}
 	if sc := spec.Scheduler; sc != nil {
 		for _, fe := range sc.check(int64(spec.Run.WithDefaults().Iterations)) {

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/trainyard/trainyard/internal/names"
 )
 
 // DefaultAllow are the variables copied from the agent's own environment
@@ -101,15 +103,6 @@ func Build(base []string, s Spec) ([]string, error) {
 
 func reserved(k string) bool { return k == CUDAVisibleDevices || k == CUDADeviceOrder }
 
-func checkName(k string) error {
-	if k == "" {
-		return fmt.Errorf("empty variable name")
-	}
-	for i, r := range k {
-		ok := r == '_' || (r >= 'A' && r <= 'Z') || (r >= 'a' && r <= 'z') || (i > 0 && r >= '0' && r <= '9')
-		if !ok {
-			return fmt.Errorf("variable name %q: only letters, digits and '_' (not first) are allowed", k)
-		}
-	}
-	return nil
-}
+// checkName is the API's check again (names.EnvKey): a spec built some
+// other way is refused here too.
+func checkName(k string) error { return names.EnvKey.Check(k) }

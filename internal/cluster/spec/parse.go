@@ -18,6 +18,7 @@ import (
 	"github.com/trainyard/trainyard/internal/agent/preempt"
 	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/resources"
+	"github.com/trainyard/trainyard/internal/names"
 )
 
 // The file format. Kept apart from Cluster so the in-memory form is plain
@@ -309,8 +310,6 @@ func (e *FieldError) Error() string {
 }
 
 var (
-	clusterNameRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
-	nodeNameRe    = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,62})$`)
 	tokenRe       = regexp.MustCompile(`^[a-z0-9]([-a-z0-9_.]{0,62})$`)
 	labelKeyRe    = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62})$`)
 )
@@ -322,8 +321,8 @@ func (c *Cluster) Validate() error {
 	fail := func(node, field, format string, a ...any) {
 		errs = append(errs, &FieldError{Node: node, Field: field, Msg: fmt.Sprintf(format, a...)})
 	}
-	if !clusterNameRe.MatchString(c.Name) {
-		fail("", "name", "%q must be 1-63 lower-case letters, digits and '-' (it names task queues and workflows)", c.Name)
+	if err := names.Cluster.Check(c.Name); err != nil {
+		fail("", "name", "%v (it names task queues and workflows)", err)
 	}
 	if len(c.Nodes) == 0 {
 		fail("", "nodes", "at least one node is required")
@@ -335,8 +334,8 @@ func (c *Cluster) Validate() error {
 		if ref == "" {
 			ref = "#" + strconv.Itoa(i+1)
 		}
-		if !nodeNameRe.MatchString(n.Name) {
-			fail(ref, "name", "%q must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", n.Name)
+		if err := names.Node.Check(n.Name); err != nil {
+			fail(ref, "name", "%v", err)
 		} else if j, dup := seen[strings.ToLower(n.Name)]; dup {
 			fail(ref, "name", "duplicate node name (also node #%d)", j+1)
 		} else {
