@@ -94,7 +94,9 @@ var shared struct {
 
 // sharedDev gives t the package's shared `trainyard dev`, started on first
 // use. Tests on it must not kill it, change its policies, or depend on
-// what other tests create there (they use names of their own).
+// what other tests create there: they use cluster, node and token names of
+// their own (local agents live in DATA/agents/<node>, so two clusters'
+// nodes must not share a name).
 func sharedDev(t *testing.T) *devProc {
 	t.Helper()
 	shared.once.Do(func() {

@@ -85,7 +85,7 @@ func TestOperatorCannotAimAgentSecrets(t *testing.T) {
 	cli(t, dev, "cluster", "up", "-f", writeFile(t, "sec.yaml", fmt.Sprintf(`
 name: sec-remote
 defaults: {provider: local, provisioner: {kind: local}}
-nodes: [{name: node-a}]
+nodes: [{name: rem-a}]
 endpoints:
   - {name: llm, url: %q, model: arith-1b, type: webhook, reload_url: %q}
   - {name: tuner, url: %q, type: trainer, credentials_ref: "file:%s"}
@@ -143,7 +143,7 @@ func TestTemporalUIRefusesWrites(t *testing.T) {
 	cli(t, dev, "cluster", "up", "-f", writeFile(t, "ui.yaml", `
 name: sec-ui
 defaults: {provider: local, provisioner: {kind: local}}
-nodes: [{name: node-a}]
+nodes: [{name: ui-a}]
 `))
 	t.Cleanup(func() { cli(t, dev, "cluster", "down", "sec-ui") })
 	jar, err := cookiejar.New(nil)
@@ -205,7 +205,7 @@ func TestNamesCheckedAtTheDoor(t *testing.T) {
 		{"run name of 5,000 characters", "/v1/runs", `{"cluster": "no-such", "env": "CartPole-v1", "name": "` + strings.Repeat("n", 5000) + `"}`, "body.name"},
 		{"run cluster that walks", "/v1/runs", `{"cluster": "../lab", "env": "CartPole-v1"}`, "body.cluster"},
 		{"sweep name with NUL", "/v1/sweeps", `{"name": "s\u0000", "run": {"cluster": "no-such", "env": "CartPole-v1"}, "grid": {"seed": [1, 2]}}`, "body.name"},
-		{"job env key that walks", "/v1/jobs", `{"cluster": "no-such", "command": ["true"], "roles": [{"name": "r", "count": 1}], "env": {"../X": "1"}}`, "body.env.../X"},
+		{"job env key that walks", "/v1/jobs", `{"cluster": "no-such", "command": ["true"], "roles": [{"name": "r", "count": 1, "cpus": 0.5}], "env": {"../X": "1"}}`, "body.env.../X"},
 		{"job env key with NUL", "/v1/clusters/no-such/jobs", `{"command": ["true"], "env": {"A\u0000B": "1"}}`, "body.env.A"},
 		{"job env key with =", "/v1/clusters/no-such/jobs", `{"command": ["true"], "env": {"A=B": "1"}}`, "body.env.A=B"},
 	} {
@@ -229,7 +229,7 @@ func TestReservationsComeBack(t *testing.T) {
 	cli(t, dev, "cluster", "up", "-f", writeFile(t, "res.yaml", `
 name: sec-res
 defaults: {provider: local, provisioner: {kind: local}}
-nodes: [{name: node-a}, {name: node-b}]
+nodes: [{name: res-a}, {name: res-b}]
 `))
 	tc, err := client.Dial(client.Options{HostPort: dev.ep.Temporal})
 	if err != nil {
