@@ -1,3 +1,13 @@
+//go:build !race
+
+// Compute-only run-path tests (exact resume, restore, curves across lost
+// segments): bit-for-bit comparisons of whole PPO segments, with no
+// concurrency of their own that the race detector could check, and 10-20x
+// slower under it (the WASM compiler and the learner are instrumented). `go
+// test -race` compiles them out; `make test` runs them in its run without
+// -race (mk/test.mk). The race run still covers the segment path through
+// the run-ahead, drain, distributed and loop tests.
+
 package training
 
 import (

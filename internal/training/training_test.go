@@ -15,7 +15,6 @@ import (
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
-	"github.com/trainyard/trainyard/internal/ppo"
 )
 
 var (
@@ -182,72 +181,4 @@ func (f *fixture) runner() *Runner {
 	r := &Runner{Plugins: f.rt, Store: f.store, Checkpoints: f.ckpts}
 	f.t.Cleanup(r.Close)
 	return r
-}
-
-// TestSegmentsCheckpointAndResumeElsewhere: segments continue in memory on
-// one node; a second runner (another node, or the same one after a crash)
-// resumes from the newest checkpoint with counters continuing; a segment
-// that checkpointed but never reported hands its metrics on.
-func TestSegmentsCheckpointAndResumeElsewhere(t *testing.T) {
-	f := newFixture(t)
-	ctx := context.Background()
-	spec := Spec{Cluster: "lab", Env: "CartPole-v1", Seed: 1, Iterations: 100, CheckpointEvery: 2}.WithDefaults()
-	in := SegmentInput{RunID: "run-a", Spec: spec, EnvPlugin: f.cartpol, Iterations: 2}
-
-	nodeA := f.runner()
-	beats := 0
-	s1, err := nodeA.RunSegment(ctx, in, func(ppo.Metrics) { beats++ })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s1.Checkpoint != 1 || s1.Iteration != 2 || len(s1.Metrics) != 2 || beats != 2 || s1.RestoredFrom != 0 {
-		t.Fatalf("first segment: %+v (beats %d)", s1, beats)
-	}
-	in.FromCheckpoint = s1.Checkpoint
-	s2, err := nodeA.RunSegment(ctx, in, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s2.Checkpoint != 2 || s2.Iteration != 4 || s2.RestoredFrom != 0 || s2.Metrics[0].Iteration != 3 {
-		t.Fatalf("second segment should continue in memory: %+v", s2)
-	}
-
-	// Node A checkpoints a third segment but its report is lost.
-	in.FromCheckpoint = s2.Checkpoint
-	lost, err := nodeA.RunSegment(ctx, in, nil)
-	if err != nil || lost.Checkpoint != 3 {
-		t.Fatalf("lost segment: %+v %v", lost, err)
-	}
-
-	// Node B only knows checkpoint 2: it restores 3 and reports 5 and 6 too.
-	nodeB := f.runner()
-	s3, err := nodeB.RunSegment(ctx, in, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s3.RestoredFrom != 3 || s3.Checkpoint != 4 || s3.Iteration != 8 || len(s3.Metrics) != 4 ||
-		s3.Metrics[0].Iteration != 5 || s3.Metrics[3].Iteration != 8 || s3.Metrics[3].Timesteps != s3.Timesteps {
-		t.Fatalf("resume elsewhere: %+v", s3)
-	}
-	// Node A's cached learner is stale (it follows checkpoint 3, not 4):
-	// it must restore rather than continue.
-	in.FromCheckpoint = s3.Checkpoint
-	s4, err := nodeA.RunSegment(ctx, in, nil)
-	if err != nil || s4.RestoredFrom != 4 || s4.Metrics[0].Iteration != 9 {
-		t.Fatalf("stale cache: %+v %v", s4, err)
-	}
-
-	// (A checkpoint made with other plugin bytes: TestCheckpointOfOtherPluginsIsRefused.)
-
-	// The stop condition ends the run with an evaluation.
-	done := SegmentInput{RunID: "run-b", EnvPlugin: f.cartpol, Iterations: 10,
-		Spec: Spec{Cluster: "lab", Env: "CartPole-v1", Seed: 2, Iterations: 3}.WithDefaults()}
-	fin, err := f.runner().RunSegment(ctx, done, nil)
-	if err != nil || !fin.Done || fin.Iteration != 3 || fin.Eval == nil || fin.Eval.Episodes == 0 {
-		t.Fatalf("final segment: %+v %v", fin, err)
-	}
-	ms, err := f.ckpts.List(ctx, "run-b")
-	if err != nil || len(ms) != 1 || ms[0].Meta.Labels[LabelEnv] != f.cartpol || ms[0].Meta.Iteration != 3 {
-		t.Fatalf("checkpoints of run-b: %+v %v", ms, err)
-	}
 }
