@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/trainyard/trainyard/sdk/go/envs"
 	"github.com/trainyard/trainyard/internal/names"
+	"github.com/trainyard/trainyard/sdk/go/envs"
 )
 
 // ABIVersion is the plugin ABI this host speaks.

@@ -17,8 +17,8 @@ import (
 	"github.com/trainyard/trainyard/internal/agent/detect/gpudesc"
 	"github.com/trainyard/trainyard/internal/agent/preempt"
 	"github.com/trainyard/trainyard/internal/inference"
-	"github.com/trainyard/trainyard/internal/resources"
 	"github.com/trainyard/trainyard/internal/names"
+	"github.com/trainyard/trainyard/internal/resources"
 )
 
 // The file format. Kept apart from Cluster so the in-memory form is plain
@@ -310,8 +310,8 @@ func (e *FieldError) Error() string {
 }
 
 var (
-	tokenRe       = regexp.MustCompile(`^[a-z0-9]([-a-z0-9_.]{0,62})$`)
-	labelKeyRe    = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62})$`)
+	tokenRe    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9_.]{0,62})$`)
+	labelKeyRe = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62})$`)
 )
 
 // Validate checks a cluster (also one built in code or decoded from JSON
