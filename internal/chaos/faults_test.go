@@ -147,7 +147,6 @@ type result struct {
 // the kill and is gone after: that must be 0. Prints the table `make
 // chaos` shows.
 func TestChaos(t *testing.T) {
-	t.Parallel() // each has its own plane
 	p := newPlane(t)
 	p.clusterUp(twoNodes)
 	uploadPlugin(t, p, plugintest.BuildGo(t, "./plugins/cartpole"))

@@ -209,7 +209,6 @@ func oversized(ct string, n int) []byte {
 // of its own and a one-node local cluster): every route of the served
 // OpenAPI document fuzzed, then the load test.
 func TestAPIAbuse(t *testing.T) {
-	t.Parallel() // each has its own plane
 	p := newPlane(t)
 	p.clusterUp(oneNode)
 	t.Run("status overview", func(t *testing.T) {

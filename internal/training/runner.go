@@ -497,8 +497,15 @@ func (r *Runner) evaluate(ctx context.Context, s *session, spec Spec) (ppo.EvalR
 }
 
 // classify marks plugin failures (trap, timeout, out of memory) fatal:
-// the same plugin would fail the same way on any node.
+// the same plugin would fail the same way on any node. A call cut short by
+// the activity's cancellation is not the plugin's failure, whatever it is
+// wrapped in (a kill -9 of dev cancelled a rollout worker while it loaded
+// its plugin, and the loop failed on "invalid plugin: ... context
+// canceled"): another attempt decides.
 func classify(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
 	for _, e := range []error{pluginhost.ErrTrap, pluginhost.ErrTimeout, pluginhost.ErrOutOfMemory, pluginhost.ErrGuestFault, pluginhost.ErrProtocol, pluginhost.ErrInvalidPlugin} {
 		if errors.Is(err, e) {
 			return fmt.Errorf("%w: %w", ErrFatal, err)

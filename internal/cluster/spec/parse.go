@@ -321,8 +321,8 @@ func (c *Cluster) Validate() error {
 	fail := func(node, field, format string, a ...any) {
 		errs = append(errs, &FieldError{Node: node, Field: field, Msg: fmt.Sprintf(format, a...)})
 	}
-	if err := names.Cluster.Check(c.Name); err != nil {
-		fail("", "name", "%v (it names task queues and workflows)", err)
+	if names.Cluster.Check(c.Name) != nil {
+		fail("", "name", "%q must be %s (it names task queues and workflows)", c.Name, names.Cluster.Rule())
 	}
 	if len(c.Nodes) == 0 {
 		fail("", "nodes", "at least one node is required")
@@ -334,8 +334,8 @@ func (c *Cluster) Validate() error {
 		if ref == "" {
 			ref = "#" + strconv.Itoa(i+1)
 		}
-		if err := names.Node.Check(n.Name); err != nil {
-			fail(ref, "name", "%v", err)
+		if names.Node.Check(n.Name) != nil {
+			fail(ref, "name", "%q must be %s", n.Name, names.Node.Rule())
 		} else if j, dup := seen[strings.ToLower(n.Name)]; dup {
 			fail(ref, "name", "duplicate node name (also node #%d)", j+1)
 		} else {
