@@ -80,7 +80,7 @@ func TestLoopTrainerAndRollouts(t *testing.T) {
 	r := &Runner{Plugins: rt, Modules: Modules{sha: arithmeticWasm}, Checkpoints: ck}
 	const steps, batch = 10, 16
 	spec := Spec{Kind: KindLLM, Cluster: "lab", Env: sha, RolloutWorkers: 2, Seed: 3,
-		Command:      []string{pythontest.Python, trainer, "--min-step-seconds", "0.3"},
+		Command:      []string{pythontest.Python, trainer, "--min-step-seconds", "1"},
 		Capabilities: &Capabilities{HTTP: []string{"llm"}},
 		LLM:          &Loop{Steps: steps, Batch: batch, MaxConcurrency: 8, PoolCapacity: 2 * batch, SyncEvery: 1}}.WithDefaults()
 	if err := spec.Validate(); err != nil {
@@ -110,7 +110,10 @@ func TestLoopTrainerAndRollouts(t *testing.T) {
 	w1 := startWorker(wctx, 1)
 
 	in := LoopTrainerInput{RunID: run, Spec: spec, Endpoints: eps, Port: port, Dir: dir, Env: env}
-	// First life: stopped once step 4 is published.
+	// First life: stopped once step 4 is published. A step takes at least
+	// 1 s (--min-step-seconds), so the heartbeat (every 2 s) that sees it
+	// comes well before step 10: at 0.3 s a run without -race finished all
+	// 10 steps first, and the second life had nothing left to train.
 	tctx, stopTrainer := context.WithCancel(ctx)
 	var beats []LoopStatus
 	var mu sync.Mutex

@@ -236,7 +236,7 @@ func table(dir string, now time.Time) (string, error) {
 				for _, s := range steps {
 					other -= s.secs
 				}
-				steps = append(steps, timed{"other (installs, builds)", max(other, 0), "ok"})
+				steps = append(steps, timed{"other (installs, builds, the learning and SDK runs)", max(other, 0), "ok"})
 			}
 		}
 	}
