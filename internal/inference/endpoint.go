@@ -11,9 +11,10 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"regexp"
 	"strings"
 	"time"
+
+	"github.com/trainyard/trainyard/internal/names"
 )
 
 // Endpoint is one OpenAI-compatible inference service, declared in a cluster
@@ -49,8 +50,6 @@ type Endpoint struct {
 // DefaultMaxConcurrency is an endpoint's concurrency limit when unset.
 const DefaultMaxConcurrency = 64
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-
 // Endpoint types.
 const (
 	TypeOpenAI  = "openai"
@@ -71,8 +70,8 @@ func (e Endpoint) Validate() error {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w %q: %s: %s", ErrInvalidEndpoint, e.Name, field, fmt.Sprintf(format, args...))
 	}
-	if !nameRE.MatchString(e.Name) {
-		return bad("name", "must match %s", nameRE)
+	if names.Endpoint.Check(e.Name) != nil {
+		return bad("name", "must be %s", names.Endpoint.Rule())
 	}
 	u, err := url.Parse(e.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -37,6 +37,10 @@ var (
 	// EnvKey is an environment variable a job or run sets on a node.
 	EnvKey = Kind{what: "environment variable name", re: regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`),
 		rule: "1-128 letters, digits and '_', not starting with a digit"}
+	// Endpoint is an inference or trainer endpoint a cluster declares and
+	// a run grants or names.
+	Endpoint = Kind{what: "endpoint name", re: regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`),
+		rule: "1-63 lower-case letters, digits, '_' and '-'"}
 	// Config is a self-play config or a game's board (hex8_2p).
 	Config = Kind{what: "config name", re: regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`),
 		rule: "1-63 lower-case letters, digits, '_' and '-'"}

@@ -17,6 +17,7 @@ func TestKinds(t *testing.T) {
 		{Plugin, []string{"cartpole", "CartPole-v1", "kinrow.hex8_2p"}, []string{"", "../x", "a/b", "-a", "a\nb"}},
 		{Version, []string{"1", "1.2.0", "1.2.0-rc.1+build.5", "v2_beta"}, []string{"", "../1", "1/2", "1..2", ".1", "1.", "1\x00", "1\n", "1 2", strings.Repeat("1", 65)}},
 		{EnvKey, []string{"A", "_X", "CUDA_VISIBLE_DEVICES", "lower_ok"}, []string{"", "1A", "A-B", "A=B", "../A", "A\x00", "A B", strings.Repeat("A", 129)}},
+		{Endpoint, []string{"llm", "arith-1b", "tuner_2"}, []string{"", "LLM", "-x", "a/b", "a.b"}},
 		{Config, []string{"hex8_2p", "square19_4p"}, []string{"", "Hex8", "a/b", "../a"}},
 		{Label, []string{"", "my run", "Lauf über Nacht ✓", strings.Repeat("a", 128)}, []string{"a\x00b", "a\nb", "a\x1b[31m", strings.Repeat("a", 129), "\xff"}},
 	} {
@@ -57,10 +58,11 @@ func fuzzKind(f *testing.F, k Kind, seeds ...string) {
 	})
 }
 
-func FuzzCluster(f *testing.F) { fuzzKind(f, Cluster, "lab", "a-b", "../x") }
-func FuzzNode(f *testing.F)    { fuzzKind(f, Node, "node-a", "n.1", "..") }
-func FuzzPlugin(f *testing.F)  { fuzzKind(f, Plugin, "cartpole", "..", "a/b") }
-func FuzzVersion(f *testing.F) { fuzzKind(f, Version, "1.2.0", "../1", "1..2") }
-func FuzzEnvKey(f *testing.F)  { fuzzKind(f, EnvKey, "A_B", "A=B", "\x00") }
-func FuzzConfig(f *testing.F)  { fuzzKind(f, Config, "hex8_2p", "a..b") }
-func FuzzLabel(f *testing.F)   { fuzzKind(f, Label, "my run", "a\x00", strings.Repeat("x", 200)) }
+func FuzzCluster(f *testing.F)  { fuzzKind(f, Cluster, "lab", "a-b", "../x") }
+func FuzzNode(f *testing.F)     { fuzzKind(f, Node, "node-a", "n.1", "..") }
+func FuzzPlugin(f *testing.F)   { fuzzKind(f, Plugin, "cartpole", "..", "a/b") }
+func FuzzVersion(f *testing.F)  { fuzzKind(f, Version, "1.2.0", "../1", "1..2") }
+func FuzzEnvKey(f *testing.F)   { fuzzKind(f, EnvKey, "A_B", "A=B", "\x00") }
+func FuzzEndpoint(f *testing.F) { fuzzKind(f, Endpoint, "llm", "a/b") }
+func FuzzConfig(f *testing.F)   { fuzzKind(f, Config, "hex8_2p", "a..b") }
+func FuzzLabel(f *testing.F)    { fuzzKind(f, Label, "my run", "a\x00", strings.Repeat("x", 200)) }

@@ -3,6 +3,7 @@ package training
 import (
 	"fmt"
 
+	"github.com/trainyard/trainyard/internal/names"
 	"github.com/trainyard/trainyard/internal/trajpool"
 )
 
@@ -106,7 +107,7 @@ func (s Spec) validateLoop() []error {
 	case l.Remote != nil && len(s.Command) > 0:
 		bad("llm.remote", "give command or llm.remote, not both")
 	case l.Remote != nil:
-		if !endpointName.MatchString(l.Remote.Endpoint) {
+		if names.Endpoint.Check(l.Remote.Endpoint) != nil {
 			bad("llm.remote.endpoint", "%q: want the name of an endpoint of type trainer that the cluster declares", l.Remote.Endpoint)
 		}
 	case s.Command[0] == "":

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -99,9 +98,6 @@ type Capabilities struct {
 	// HTTPBurst is the token bucket size (default: the rate rounded up).
 	HTTPBurst int `json:"http_burst,omitempty" minimum:"0" doc:"Requests allowed at once above the rate (default: the rate rounded up, at least 1)."`
 }
-
-// endpointName is an inference endpoint's name (internal/inference).
-var endpointName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // FieldError names the offending field of a spec.
 type FieldError struct {
@@ -237,8 +233,8 @@ func (s Spec) Validate() error {
 	if c := s.Capabilities; c != nil {
 		seen := map[string]bool{}
 		for i, name := range c.HTTP {
-			if !endpointName.MatchString(name) || seen[name] {
-				bad(fmt.Sprintf("capabilities.http[%d]", i), "%q: want a distinct endpoint name matching %s", name, endpointName)
+			if names.Endpoint.Check(name) != nil || seen[name] {
+				bad(fmt.Sprintf("capabilities.http[%d]", i), "%q: want a distinct endpoint name (%s)", name, names.Endpoint.Rule())
 			}
 			seen[name] = true
 		}
