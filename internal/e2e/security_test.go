@@ -36,6 +36,14 @@ func operatorToken(t *testing.T, dev *devProc, name string) string {
 	return out.Token
 }
 
+// sharedCluster brings cluster name up from spec on the shared dev and
+// down when the test ends.
+func sharedCluster(t *testing.T, dev *devProc, name, spec string) {
+	t.Helper()
+	cli(t, dev, "cluster", "up", "-f", writeFile(t, name+".yaml", spec))
+	t.Cleanup(func() { cli(t, dev, "cluster", "down", name) })
+}
+
 // TestOperatorCannotAimAgentSecrets is the remote-trainer exfiltration of
 // docs/security.md: an operator submits LLM loops whose remote trainer is
 // a URL of their own with credentials_ref naming the admin token file, the
@@ -82,15 +90,14 @@ func TestOperatorCannotAimAgentSecrets(t *testing.T) {
 	llm := model.New(1)
 	srv.Answer = func(msgs []inference.ChatMessage) string { return llm.Answer(msgs[len(msgs)-1].Content) }
 	srv.OnReload = func(inferencetest.Reload) error { return nil }
-	cli(t, dev, "cluster", "up", "-f", writeFile(t, "sec.yaml", fmt.Sprintf(`
+	sharedCluster(t, dev, "sec-remote", fmt.Sprintf(`
 name: sec-remote
 defaults: {provider: local, provisioner: {kind: local}}
 nodes: [{name: rem-a}]
 endpoints:
   - {name: llm, url: %q, model: arith-1b, type: webhook, reload_url: %q}
   - {name: tuner, url: %q, type: trainer, credentials_ref: "file:%s"}
-`, srv.URL, srv.URL+"/admin/reload", tuner.URL, key)))
-	t.Cleanup(func() { cli(t, dev, "cluster", "down", "sec-remote") })
+`, srv.URL, srv.URL+"/admin/reload", tuner.URL, key))
 	op := operatorToken(t, dev, "sec-remote-operator")
 
 	loop := func(grants []string, remote string) string {
@@ -140,12 +147,11 @@ endpoints:
 func TestTemporalUIRefusesWrites(t *testing.T) {
 	t.Parallel()
 	dev := sharedDev(t)
-	cli(t, dev, "cluster", "up", "-f", writeFile(t, "ui.yaml", `
+	sharedCluster(t, dev, "sec-ui", `
 name: sec-ui
 defaults: {provider: local, provisioner: {kind: local}}
 nodes: [{name: ui-a}]
-`))
-	t.Cleanup(func() { cli(t, dev, "cluster", "down", "sec-ui") })
+`)
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
