@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/cluster/spec"
+	"github.com/trainyard/trainyard/internal/joinkey"
 	"github.com/trainyard/trainyard/internal/workspec"
 	"github.com/trainyard/trainyard/workflows"
 	"github.com/trainyard/trainyard/workflows/cluster"
@@ -115,14 +114,21 @@ func (s *Server) registerClusters() {
 		if err != nil {
 			return nil, specError(err)
 		}
-		secret := make([]byte, 24)
-		_, _ = rand.Read(secret)
+		// The token goes to the bucket, where the worker starting agents
+		// finds it; the workflow keeps only its public half.
+		token, err := joinkey.New()
+		if err != nil {
+			return nil, huma.Error500InternalServerError("cluster up", err)
+		}
+		if err := joinkey.Save(ctx, s.d.Store, c.Name, token); err != nil {
+			return nil, huma.Error503ServiceUnavailable("cluster up: keep the join token", err)
+		}
 		_, err = s.d.Temporal.SignalWithStartWorkflow(ctx, cluster.WorkflowID(c.Name), cluster.SignalCommand,
 			cluster.Command{Op: cluster.OpUp, Spec: c},
 			client.StartWorkflowOptions{ID: cluster.WorkflowID(c.Name), TaskQueue: workflows.ControlTaskQueue,
 				WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE},
 			cluster.Name, cluster.State{Name: c.Name, Settings: cluster.Settings{
-				HeartbeatTimeout: hb, RegisterTimeout: reg, JoinSecret: hex.EncodeToString(secret)}})
+				HeartbeatTimeout: hb, RegisterTimeout: reg, JoinKey: token.Public()}})
 		if err != nil {
 			return nil, temporalErr("cluster up", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/trainyard/trainyard/internal/agent/drain"
+	"github.com/trainyard/trainyard/internal/agent/procenv"
 	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginhost"
@@ -56,7 +57,7 @@ func Register(w worker.Registry, d Deps) {
 	w.RegisterWorkflowWithOptions(pluginrun.Workflow, workflow.RegisterOptions{Name: pluginrun.Name})
 	w.RegisterActivity(&pluginrun.Activities{Runtime: d.Plugins, Store: pluginstore.New(d.Store)})
 	w.RegisterWorkflowWithOptions(cluster.Workflow, workflow.RegisterOptions{Name: cluster.Name})
-	w.RegisterActivity(&cluster.Activities{Temporal: d.Client, Provisioners: d.Provisioners, Launch: d.Launch})
+	w.RegisterActivity(&cluster.Activities{Temporal: d.Client, Provisioners: d.Provisioners, Tokens: d.Store, Launch: d.Launch})
 	w.RegisterWorkflowWithOptions(job.Workflow, workflow.RegisterOptions{Name: job.Name})
 	w.RegisterActivity(&job.Activities{Client: d.Client, Params: d.Params, Decide: d.Decide})
 	w.RegisterWorkflowWithOptions(train.Workflow, workflow.RegisterOptions{Name: train.Name})
@@ -73,8 +74,9 @@ func Register(w worker.Registry, d Deps) {
 // runner trains runs placed on the node, and its bucket keeps job
 // processes' output (logs/); nil when the agent has no S3.
 // drains is the agent's drain switch, thrown by its cluster's drain-node.
-func RegisterAgent(w worker.Registry, dir string, runner *training.Runner, drains *drain.Signal) {
-	jobs := &job.AgentActivities{Dir: dir}
+// jobUser, when set, is the account job processes run as.
+func RegisterAgent(w worker.Registry, dir string, runner *training.Runner, drains *drain.Signal, jobUser *procenv.User) {
+	jobs := &job.AgentActivities{Dir: dir, User: jobUser}
 	if runner != nil {
 		jobs.Logs = runner.Objects
 	}

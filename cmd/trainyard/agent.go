@@ -17,6 +17,7 @@ import (
 	"github.com/trainyard/trainyard/internal/agent/drain"
 	"github.com/trainyard/trainyard/internal/agent/gpumetrics"
 	"github.com/trainyard/trainyard/internal/agent/preempt"
+	"github.com/trainyard/trainyard/internal/agent/procenv"
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginstore"
@@ -42,6 +43,10 @@ type agentOptions struct {
 	preempt      string
 	preemptPoll  time.Duration
 	drainTimeout time.Duration
+	// secretsFile holds the join token and S3 keys (agentSecrets); jobUser
+	// is the account jobs run as.
+	secretsFile string
+	jobUser     string
 }
 
 func newAgentCmd(g *globals) *cobra.Command {
@@ -50,8 +55,9 @@ func newAgentCmd(g *globals) *cobra.Command {
 		Use:   "agent",
 		Short: "Run a node agent: a Temporal worker on the node's own task queue that reports resources and runs jobs",
 		Long: "agent detects the node's CPUs, memory and GPUs (nvidia-smi, or --gpus), heartbeats to its cluster's\n" +
-			"workflow and runs the jobs placed on it with exactly the GPUs they were given. The join secret comes\n" +
-			"from TRAINYARD_JOIN_SECRET. Usually started by `trainyard cluster up`; systemd units in deploy/systemd.",
+			"workflow and runs the jobs placed on it with exactly the GPUs they were given. The join token and S3\n" +
+			"keys come from a 0600 secrets file (--secrets-file, or the one its provisioner wrote), else\n" +
+			"TRAINYARD_JOIN_SECRET. Usually started by `trainyard cluster up`; systemd units in deploy/systemd.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runAgent(cmd.Context(), g, o) },
 	}
@@ -66,6 +72,8 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.StringVar(&o.preempt, "preemption-notice", "", `watch for a spot/preemption notice: "aws", "gcp", "aws:URL", "gcp:URL" or an http(s) URL (200 = notice)`)
 	f.DurationVar(&o.preemptPoll, "preemption-poll", 5*time.Second, "how often to ask the preemption notice source")
 	f.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long running work gets to checkpoint and report before the agent exits")
+	f.StringVar(&o.secretsFile, "secrets-file", "", "0600 file with join_token, s3_access_key_id, s3_secret_access_key (default: $TRAINYARD_AGENT_CONFIG, written by the provisioner)")
+	f.StringVar(&o.jobUser, "job-user", "", "run jobs as this account, so they cannot read the agent's secrets (needs root; default: the agent's own user)")
 	addTemporalFlags(f, &o.temporal)
 	addS3Flags(f, &o.s3)
 	addPluginFlags(f, &o.wasmDir)
@@ -82,6 +90,19 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 	}
 	defer done()
 	log = log.With("cluster", o.cluster, "node", o.node)
+	secrets, err := loadAgentSecrets(o.secretsFile)
+	if err != nil {
+		return fmt.Errorf("agent %s: %w", o.node, err)
+	}
+	if secrets.S3AccessKeyID != "" {
+		o.s3.AccessKeyID, o.s3.SecretAccessKey = secrets.S3AccessKeyID, secrets.S3SecretAccessKey
+	}
+	var jobUser *procenv.User
+	if o.jobUser != "" {
+		if jobUser, err = procenv.LookupUser(o.jobUser); err != nil {
+			return fmt.Errorf("agent %s: %w", o.node, err)
+		}
+	}
 
 	if o.metrics != "" {
 		mux := http.NewServeMux()
@@ -137,7 +158,7 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 	// Stopping waits up to drainTimeout for activities, so segments that
 	// checkpointed on SIGTERM still report.
 	w := worker.New(tc, cluster.NodeQueue(o.cluster, o.node), worker.Options{Identity: "agent@" + o.node, WorkerStopTimeout: o.drainTimeout})
-	workflows.RegisterAgent(w, dir, runner, drains)
+	workflows.RegisterAgent(w, dir, runner, drains, jobUser)
 	if runner != nil {
 		if err := registerSelfplayAgent(ctx, w, o, dir, runner); err != nil {
 			return fmt.Errorf("agent %s: %w", o.node, err)
@@ -160,9 +181,10 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 		})
 	}
 
-	hb := cluster.Heartbeat{Node: o.node, AgentID: uuid.NewString(), Secret: os.Getenv("TRAINYARD_JOIN_SECRET"), Resources: res, PID: os.Getpid()}
+	hb := cluster.Heartbeat{Node: o.node, AgentID: uuid.NewString(), Resources: res, PID: os.Getpid()}
 	beat := func(ctx context.Context) {
 		hb.GPUUtil, hb.Draining = gpuUtil(ctx, dopts, len(res.GPUs)), drains.Reason()
+		secrets.sign(&hb, time.Now().UnixNano())
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if err := tc.SignalWorkflow(sctx, cluster.WorkflowID(o.cluster), "", cluster.SignalHeartbeat, hb); err != nil && ctx.Err() == nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -79,7 +80,10 @@ func (a agentLaunch) provisioners() (provision.Set, error) {
 	return provision.Set{spec.KindLocal: local.New(dir), spec.KindSSH: ssh.New(), spec.KindStatic: static.New()}, nil
 }
 
-func (a agentLaunch) launch(clusterName string, node spec.Node, secret string, heartbeat time.Duration) provision.AgentLaunch {
+// launch is how node's agent is started. Its secrets (the join token, S3
+// keys) go in its 0600 secrets file, never its environment: every process
+// it starts as its own user could read that from /proc.
+func (a agentLaunch) launch(clusterName string, node spec.Node, token string, heartbeat time.Duration) provision.AgentLaunch {
 	bin, _ := os.Executable()
 	args := []string{"agent", "--cluster", clusterName, "--node", node.Name,
 		"--temporal-address", a.temporalAddr, "--temporal-namespace", a.namespace,
@@ -98,7 +102,10 @@ func (a agentLaunch) launch(clusterName string, node spec.Node, secret string, h
 	if node.PreemptionNotice != "" {
 		args = append(args, "--preemption-notice", node.PreemptionNotice)
 	}
-	env := map[string]string{"TRAINYARD_JOIN_SECRET": secret}
+	if node.JobUser != "" {
+		args = append(args, "--job-user", node.JobUser)
+	}
+	secrets := agentSecrets{JoinToken: token}
 	if a.s3.Endpoint != "" {
 		args = append(args, "--s3-endpoint", a.s3.Endpoint, "--s3-bucket", a.s3.Bucket)
 		if a.s3.Insecure {
@@ -108,10 +115,11 @@ func (a agentLaunch) launch(clusterName string, node spec.Node, secret string, h
 			args = append(args, "--s3-region", a.s3.Region)
 		}
 		if a.s3.AccessKeyID != "" {
-			env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = a.s3.AccessKeyID, a.s3.SecretAccessKey
+			secrets.S3AccessKeyID, secrets.S3SecretAccessKey = a.s3.AccessKeyID, a.s3.SecretAccessKey
 		}
 	}
-	return provision.AgentLaunch{Binary: bin, Args: args, Env: env}
+	cfg, _ := json.Marshal(secrets)
+	return provision.AgentLaunch{Binary: bin, Args: args, Config: cfg}
 }
 
 // policyRefresh is how often a server or worker checks S3 for a policy

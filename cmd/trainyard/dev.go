@@ -91,7 +91,12 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The data dir holds the admin token, S3 keys, agents' secrets files and
+	// temporal.db (whose histories anyone could replay): the user's alone.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
 

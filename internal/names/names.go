@@ -44,6 +44,10 @@ var (
 	// Config is a self-play config or a game's board (hex8_2p).
 	Config = Kind{what: "config name", re: regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`),
 		rule: "1-63 lower-case letters, digits, '_' and '-'"}
+	// User is a login account on a node (a node's job_user): POSIX-portable
+	// user names, or a numeric uid.
+	User = Kind{what: "user name", re: regexp.MustCompile(`^([a-z_][a-z0-9_-]{0,31}|[0-9]{1,10})$`),
+		rule: "a user name (1-32 lower-case letters, digits, '_' and '-', not starting with '-' or a digit) or a numeric uid"}
 	// Label is a name for people (a run's or a sweep's): any printable
 	// text up to 128 characters, no control characters (NUL, newlines,
 	// escapes) that would forge log lines or terminal output.

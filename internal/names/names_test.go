@@ -19,6 +19,7 @@ func TestKinds(t *testing.T) {
 		{EnvKey, []string{"A", "_X", "CUDA_VISIBLE_DEVICES", "lower_ok"}, []string{"", "1A", "A-B", "A=B", "../A", "A\x00", "A B", strings.Repeat("A", 129)}},
 		{Endpoint, []string{"llm", "arith-1b", "tuner_2"}, []string{"", "LLM", "-x", "a/b", "a.b"}},
 		{Config, []string{"hex8_2p", "square19_4p"}, []string{"", "Hex8", "a/b", "../a"}},
+		{User, []string{"nobody", "trainyard-job", "_svc", "65534"}, []string{"", "Root", "-x", "a b", "a/b", "a\x00", "1a", strings.Repeat("a", 33)}},
 		{Label, []string{"", "my run", "Lauf über Nacht ✓", strings.Repeat("a", 128)}, []string{"a\x00b", "a\nb", "a\x1b[31m", strings.Repeat("a", 129), "\xff"}},
 	} {
 		for _, s := range tc.ok {
@@ -65,4 +66,5 @@ func FuzzVersion(f *testing.F)  { fuzzKind(f, Version, "1.2.0", "../1", "1..2") 
 func FuzzEnvKey(f *testing.F)   { fuzzKind(f, EnvKey, "A_B", "A=B", "\x00") }
 func FuzzEndpoint(f *testing.F) { fuzzKind(f, Endpoint, "llm", "a/b") }
 func FuzzConfig(f *testing.F)   { fuzzKind(f, Config, "hex8_2p", "a..b") }
+func FuzzUser(f *testing.F)     { fuzzKind(f, User, "nobody", "65534", "../x") }
 func FuzzLabel(f *testing.F)    { fuzzKind(f, Label, "my run", "a\x00", strings.Repeat("x", 200)) }

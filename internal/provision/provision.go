@@ -14,8 +14,10 @@ import (
 )
 
 // AgentLaunch is what to run on a node: the `trainyard agent` binary and
-// its arguments and environment (join secret, control-plane address, node
-// name, --gpus). Secrets belong in Env, which never shows in `ps`.
+// its arguments and environment (control-plane address, node name, --gpus)
+// and its secrets file. Secrets belong in Config: not in Args, which `ps`
+// shows, nor in Env, which every process the agent starts can read from
+// /proc/<agent>/environ.
 type AgentLaunch struct {
 	// Binary is the agent executable on this (control-plane) machine.
 	Binary string `json:"binary"`

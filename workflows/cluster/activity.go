@@ -11,6 +11,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/trainyard/trainyard/internal/cluster/spec"
+	"github.com/trainyard/trainyard/internal/joinkey"
+	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/provision"
 )
 
@@ -23,16 +25,22 @@ type Activities struct {
 	// Temporal looks up the workflows holding allocations (ClosedOwners).
 	Temporal     client.Client
 	Provisioners provision.Set
+	// Tokens is the bucket where the API left each cluster's join token.
+	Tokens *objstore.Store
 	// Launch builds the command that starts node's agent (the trainyard
-	// binary, its flags, the join secret in its environment).
-	Launch func(cluster string, node spec.Node, secret string, heartbeat time.Duration) provision.AgentLaunch
+	// binary, its flags, the join token in its 0600 config file).
+	Launch func(cluster string, node spec.Node, token string, heartbeat time.Duration) provision.AgentLaunch
 }
 
 // StartAgentInput names the node.
 type StartAgentInput struct {
 	Cluster string    `json:"cluster"`
 	Node    spec.Node `json:"node"`
-	Secret  string    `json:"secret"`
+	// JoinKey names the cluster's join token by its public half; the
+	// activity loads the token itself so it never enters the history.
+	JoinKey string `json:"join_key,omitempty"`
+	// Secret is the legacy join secret (workflows started before join keys).
+	Secret string `json:"secret,omitempty"`
 	// Heartbeat is how often the agent must beat.
 	Heartbeat time.Duration `json:"heartbeat"`
 }
@@ -46,7 +54,15 @@ type StopAgentInput struct {
 // StartAgent starts node's agent; it is idempotent, so a retried or
 // replayed start never runs a second agent.
 func (a *Activities) StartAgent(ctx context.Context, in StartAgentInput) (provision.Handle, error) {
-	h, err := a.Provisioners.Start(ctx, in.Node, a.Launch(in.Cluster, in.Node, in.Secret, in.Heartbeat))
+	token := in.Secret
+	if in.JoinKey != "" {
+		t, err := joinkey.Load(ctx, a.Tokens, in.Cluster, in.JoinKey)
+		if err != nil {
+			return provision.Handle{}, fmt.Errorf("start agent: %w", err)
+		}
+		token = t.String()
+	}
+	h, err := a.Provisioners.Start(ctx, in.Node, a.Launch(in.Cluster, in.Node, token, in.Heartbeat))
 	if err != nil {
 		return h, fmt.Errorf("start agent: %w", err)
 	}

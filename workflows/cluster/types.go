@@ -48,8 +48,13 @@ type Settings struct {
 	RegisterTimeout time.Duration `json:"register_timeout"`
 	// DrainTimeout bounds how long `down` waits for running work (default 2m).
 	DrainTimeout time.Duration `json:"drain_timeout"`
-	// JoinSecret authenticates agents' heartbeats.
-	JoinSecret string `json:"join_secret"`
+	// JoinKey is the public half of the cluster's join token
+	// (internal/joinkey): agents sign their heartbeats with the token, and
+	// only this half is ever in the history.
+	JoinKey string `json:"join_key,omitempty"`
+	// JoinSecret is how workflows started before join keys compared
+	// heartbeats (kept so their histories replay; never set now).
+	JoinSecret string `json:"join_secret,omitempty"`
 	// HistoryLimit is the history length at which the workflow continues as
 	// new (default 4000, well before Temporal's limits: heartbeats add one
 	// event per node every few seconds).
@@ -105,9 +110,15 @@ type DrainRequest struct {
 
 // Heartbeat is what an agent sends every few seconds.
 type Heartbeat struct {
-	Node      string             `json:"node"`
-	AgentID   string             `json:"agent_id"`
-	Secret    string             `json:"secret"`
+	Node    string `json:"node"`
+	AgentID string `json:"agent_id"`
+	// Seq grows with every heartbeat of a node (the agent's clock in ns);
+	// Sig signs node, agent and Seq with the join token. A heartbeat whose
+	// Seq is not above the last accepted one is a replay.
+	Seq int64  `json:"seq,omitempty"`
+	Sig string `json:"sig,omitempty"`
+	// Secret is the legacy join secret (workflows started before join keys).
+	Secret    string             `json:"secret,omitempty"`
 	Resources resources.Capacity `json:"resources"`
 	GPUUtil   []int              `json:"gpu_util,omitempty"` // percent per GPU, -1 unknown
 	PID       int                `json:"pid"`
@@ -358,7 +369,9 @@ type nodeState struct {
 	LastBeat    time.Time          `json:"last_beat"`
 	AgentID     string             `json:"agent_id,omitempty"`
 	AgentPID    int                `json:"agent_pid,omitempty"`
-	Allocated   map[string]Usage   `json:"allocated,omitempty"` // by job id
+	// LastSeq is the sequence number of the last heartbeat accepted.
+	LastSeq   int64            `json:"last_seq,omitempty"`
+	Allocated map[string]Usage `json:"allocated,omitempty"` // by job id
 }
 
 // State is carried across continue-as-new.

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/trainyard/trainyard/internal/cluster/spec"
+	"github.com/trainyard/trainyard/internal/joinkey"
 	"github.com/trainyard/trainyard/internal/ledger"
 	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/internal/provision"
@@ -335,7 +336,7 @@ func (c *controller) bringUp(ctx, actx workflow.Context, names []string) {
 		workflow.Go(ctx, func(gctx workflow.Context) {
 			defer wg.Done()
 			var h provision.Handle
-			err := workflow.ExecuteActivity(actx, (*Activities).StartAgent, StartAgentInput{Cluster: c.st.Name, Node: n.Spec, Secret: c.st.Settings.JoinSecret, Heartbeat: c.st.Settings.HeartbeatTimeout / 3}).Get(gctx, &h)
+			err := workflow.ExecuteActivity(actx, (*Activities).StartAgent, StartAgentInput{Cluster: c.st.Name, Node: n.Spec, Secret: c.st.Settings.JoinSecret, JoinKey: c.st.Settings.JoinKey, Heartbeat: c.st.Settings.HeartbeatTimeout / 3}).Get(gctx, &h)
 			if err != nil {
 				n.Health, n.Error = Failed, rootCause(err)
 				c.event(workflow.Now(gctx), "node %s failed to start: %s", n.Spec.Name, n.Error)
@@ -399,10 +400,14 @@ func (c *controller) bringDown(ctx, actx workflow.Context, names []string) {
 
 func (c *controller) heartbeat(now time.Time, hb Heartbeat) {
 	n, ok := c.st.Nodes[hb.Node]
-	if !ok || hb.Secret != c.st.Settings.JoinSecret {
-		c.event(now, "rejected heartbeat from %q: unknown node or wrong join secret", hb.Node)
+	if why := c.refuse(n, hb); !ok || why != "" {
+		if !ok {
+			why = "unknown node"
+		}
+		c.event(now, "rejected heartbeat from %q (agent pid %d): %s", hb.Node, hb.PID, why)
 		return
 	}
+	n.LastSeq = hb.Seq
 	if n.Health == Stopped && c.st.Desired == "down" {
 		return // a late beat from an agent being stopped
 	}
@@ -422,6 +427,24 @@ func (c *controller) heartbeat(now time.Time, hb Heartbeat) {
 	if n.Health != Stopped {
 		n.Health, n.Error = idleOrHealthy(n), ""
 	}
+}
+
+// refuse says why hb is not from an agent holding the join token ("" when
+// it is): a bad signature, or a sequence number already seen (a replay of
+// a heartbeat read from the history).
+func (c *controller) refuse(n *nodeState, hb Heartbeat) string {
+	s := c.st.Settings
+	switch {
+	case s.JoinKey == "":
+		if hb.Secret != s.JoinSecret {
+			return "wrong join secret"
+		}
+	case !joinkey.Verify(s.JoinKey, hb.Node, hb.AgentID, hb.Seq, hb.Sig):
+		return "not signed with this cluster's join token"
+	case n != nil && hb.Seq <= n.LastSeq:
+		return "replayed or out-of-order heartbeat (sequence not above the last one)"
+	}
+	return ""
 }
 
 func idleOrHealthy(n *nodeState) Health {

@@ -106,6 +106,9 @@ type AgentActivities struct {
 	// Logs is the bucket a process's output streams to as it runs
 	// (internal/logstream); nil keeps only the tail in the result.
 	Logs *objstore.Store
+	// User, when set (the agent's --job-user), runs every process as that
+	// account in a private directory of its own instead of Dir.
+	User *procenv.User
 }
 
 // ProcessInput is one process with its GPUs.
@@ -137,7 +140,15 @@ func (a *AgentActivities) RunProcess(ctx context.Context, in ProcessInput) (Resu
 	info := activity.GetInfo(ctx)
 	stdout, closeLog := logstream.Tee(ctx, a.Logs, logstream.JobPrefix(info.WorkflowExecution.ID, in.Instance), info.ActivityID, out, activity.GetLogger(ctx))
 	defer closeLog()
-	p, err := procenv.Start(procenv.Command{Path: path, Args: in.Command[1:], Env: env, Dir: a.Dir, Stdout: stdout, Stderr: stdout})
+	dir := a.Dir
+	if a.User != nil {
+		var remove func()
+		if dir, env, remove, err = a.User.Workdir(env); err != nil {
+			return Result{}, err
+		}
+		defer remove()
+	}
+	p, err := procenv.Start(procenv.Command{Path: path, Args: in.Command[1:], Env: env, Dir: dir, Stdout: stdout, Stderr: stdout, User: a.User})
 	if err != nil {
 		return Result{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrProcessFailed, err)
 	}

@@ -28,6 +28,8 @@ type Command struct {
 	// (Linux): a trainer whose agent was killed is placed again elsewhere,
 	// and must not train on unwatched beside its successor.
 	DieWithParent bool
+	// User, when set, is who the process runs as (Dir must be theirs).
+	User *User
 }
 
 // Process is a started command leading its own process group, so the job's
@@ -51,6 +53,9 @@ func Start(c Command) (*Process, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if c.DieWithParent {
 		dieWithParent(cmd.SysProcAttr)
+	}
+	if c.User != nil {
+		cmd.SysProcAttr.Credential = c.User.credential()
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", c.Path, err)

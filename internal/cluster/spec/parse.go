@@ -37,6 +37,7 @@ type fileNode struct {
 	Labels      map[string]string `yaml:"labels"`
 	Ephemeral   *bool             `yaml:"ephemeral"`
 	Preemption  string            `yaml:"preemption_notice"`
+	JobUser     string            `yaml:"job_user"`
 	Resources   fileResources     `yaml:"resources"`
 	Provisioner fileProvisioner   `yaml:"provisioner"`
 	line        int
@@ -216,6 +217,10 @@ func (f *fileSpec) node(i int, fn fileNode) (Node, []error) {
 	if n.PreemptionNotice == "" {
 		n.PreemptionNotice = d.Preemption
 	}
+	n.JobUser = fn.JobUser
+	if n.JobUser == "" {
+		n.JobUser = d.JobUser
+	}
 
 	r := fn.Resources
 	if r.CPUs == 0 {
@@ -361,6 +366,9 @@ func (c *Cluster) Validate() error {
 			if _, err := preempt.Parse(n.PreemptionNotice); err != nil {
 				fail(ref, "preemption_notice", "%v", err)
 			}
+		}
+		if n.JobUser != "" && names.User.Check(n.JobUser) != nil {
+			fail(ref, "job_user", "%q must be %s", n.JobUser, names.User.Rule())
 		}
 		validateResources(ref, n.Resources, fail)
 		validateProvisioner(ref, n, fail)

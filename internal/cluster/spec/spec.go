@@ -44,6 +44,9 @@ type Node struct {
 	// warning before a spot machine is reclaimed ("aws", "gcp", a URL; see
 	// internal/agent/preempt), to checkpoint its work in time.
 	PreemptionNotice string `json:"preemption_notice,omitempty"`
+	// JobUser is the account the agent runs jobs as (its --job-user), so
+	// they cannot read what the agent holds; empty: the agent's own.
+	JobUser string `json:"job_user,omitempty"`
 	// Resources are what the node is expected to have. Zero CPUs or memory
 	// mean "unknown until the agent reports"; GPU indices are physical
 	// (nvidia-smi) indices.

@@ -30,6 +30,7 @@ import (
 	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/embedded"
 	"github.com/trainyard/trainyard/internal/embedded/temporaltest"
+	"github.com/trainyard/trainyard/internal/joinkey"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
@@ -110,7 +111,7 @@ func TestTrainingRunIsOneTrace(t *testing.T) {
 	defer rt.Close(context.Background())
 
 	// The control-plane worker; the static provisioner starts nothing,
-	// Launch hands us the join secret for the agent below.
+	// Launch hands us the join token for the agent below.
 	secrets := make(chan string, 4)
 	control := worker.New(tc, workflows.ControlTaskQueue, worker.Options{Identity: "control@test"})
 	workflows.Register(control, workflows.Deps{Store: store, Plugins: rt, Client: tc, Identity: "control@test",
@@ -188,10 +189,16 @@ func TestTrainingRunIsOneTrace(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the cluster never asked for node n1's agent")
 	}
-	go func() { // the agent's heartbeats
-		hb := cluster.Heartbeat{Node: "n1", AgentID: "test-agent", Secret: secret, PID: os.Getpid(),
+	token, err := joinkey.Parse(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { // the agent's heartbeats, signed as `trainyard agent` signs them
+		hb := cluster.Heartbeat{Node: "n1", AgentID: "test-agent", PID: os.Getpid(),
 			Resources: resources.Capacity{CPUs: 2, MemoryMB: 4096}}
 		for ctx.Err() == nil {
+			hb.Seq = time.Now().UnixNano()
+			hb.Sig = token.Sign(hb.Node, hb.AgentID, hb.Seq)
 			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			_ = tc.SignalWorkflow(sctx, cluster.WorkflowID("lab"), "", cluster.SignalHeartbeat, hb)
 			cancel()
