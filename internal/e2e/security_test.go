@@ -18,10 +18,13 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/trainyard/trainyard/api"
 	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/inference/inferencetest"
+	"github.com/trainyard/trainyard/internal/plugintest"
 	"github.com/trainyard/trainyard/plugins/arithmetic/model"
 	"github.com/trainyard/trainyard/workflows/cluster"
+	"github.com/trainyard/trainyard/workflows/selfplay"
 )
 
 // operatorToken creates a token of role operator on dev.
@@ -224,9 +227,10 @@ func TestNamesCheckedAtTheDoor(t *testing.T) {
 	}
 }
 
-// TestReservationsComeBack: a job and a run terminated from Temporal
-// itself (as the Web UI or `temporal workflow terminate` would), and 20
-// runs cancelled right after they were submitted, leave nothing held: the
+// TestReservationsComeBack: a job, a run and a self-play loop terminated
+// from Temporal itself (as the Web UI or `temporal workflow terminate`
+// would), and 50 runs cancelled right after they were submitted, leave
+// nothing held: the
 // cluster takes back what closed workflows hold within its reconcile
 // period, and `cluster down` then drains at once instead of timing out.
 func TestReservationsComeBack(t *testing.T) {
@@ -255,15 +259,25 @@ nodes: [{name: res-a}, {name: res-b}]
 	if code, _, raw := dev.call("POST", "/v1/runs", dev.admin, `{"cluster": "sec-res", "env": "CartPole-v1", "iterations": 100000, "cpus": 0.5}`, &run); code != http.StatusCreated {
 		t.Fatalf("submit run: %d %s", code, raw)
 	}
+	if code, raw := upload(t, dev, dev.admin, plugintest.BuildGo(t, "./plugins/kinrow/square8_2p"), nil); code != http.StatusCreated {
+		t.Fatalf("upload square8_2p: %d %s", code, raw)
+	}
+	if code, _, raw := dev.call("POST", "/v1/selfplay", dev.admin, `{"cluster":"sec-res","config":"square8_2p","settings":{"generations":1,
+		"games_per_generation":100000,"simulations":16,"sync_interval":1000000000,"seed":5,"quality":{"min_games":24}}}`, nil); code != http.StatusCreated {
+		t.Fatalf("start loop: %d %s", code, raw)
+	}
 	waitFor(t, func() bool { return getJob(t, dev, job.WorkflowID).Progress.State == "running" })
 	waitRun(t, dev, run.ID, 2*time.Minute, func(r runView) bool { return r.Progress.State == "running" })
-	for _, id := range []string{job.WorkflowID, run.WorkflowID} {
+	waitLoop(t, dev, "sec-res/square8_2p", 2*time.Minute, func(sp api.Selfplay) bool {
+		return sp.State.Phase == "selfplay" && sp.Live != nil && sp.Live.Played >= 1
+	})
+	for _, id := range []string{job.WorkflowID, run.WorkflowID, selfplay.WorkflowID("sec-res", "square8_2p")} {
 		if err := tc.TerminateWorkflow(context.Background(), id, "", "terminated from Temporal, not through Trainyard"); err != nil {
 			t.Fatalf("terminate %s: %v", id, err)
 		}
 	}
 	var wg sync.WaitGroup
-	for i := range 20 {
+	for i := range 50 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
