@@ -45,8 +45,9 @@ type Deps struct {
 	// Params are the placement params of the policy bundle in force; nil
 	// places with the shipped defaults.
 	Params func() params.Params
-	// Decide is the admission policy in force: placements decide work
-	// descriptions again on the live usage. Nil admits everything.
+	// Decide is the admission policy in force: the cluster workflow decides
+	// each work description on its own ledger as it places it (its Admit
+	// local activity). Nil admits everything.
 	Decide func(context.Context, policy.Input) (policy.Decision, error)
 }
 
@@ -57,9 +58,9 @@ func Register(w worker.Registry, d Deps) {
 	w.RegisterWorkflowWithOptions(pluginrun.Workflow, workflow.RegisterOptions{Name: pluginrun.Name})
 	w.RegisterActivity(&pluginrun.Activities{Runtime: d.Plugins, Store: pluginstore.New(d.Store)})
 	w.RegisterWorkflowWithOptions(cluster.Workflow, workflow.RegisterOptions{Name: cluster.Name})
-	w.RegisterActivity(&cluster.Activities{Temporal: d.Client, Provisioners: d.Provisioners, Tokens: d.Store, Launch: d.Launch})
+	w.RegisterActivity(&cluster.Activities{Temporal: d.Client, Provisioners: d.Provisioners, Tokens: d.Store, Launch: d.Launch, Decide: d.Decide})
 	w.RegisterWorkflowWithOptions(job.Workflow, workflow.RegisterOptions{Name: job.Name})
-	w.RegisterActivity(&job.Activities{Client: d.Client, Params: d.Params, Decide: d.Decide})
+	w.RegisterActivity(&job.Activities{Client: d.Client, Params: d.Params})
 	w.RegisterWorkflowWithOptions(train.Workflow, workflow.RegisterOptions{Name: train.Name})
 	w.RegisterWorkflowWithOptions(selfplay.Workflow, workflow.RegisterOptions{Name: selfplay.Name})
 	w.RegisterWorkflowWithOptions(selfplay.Scheduler, workflow.RegisterOptions{Name: selfplay.SchedulerName})

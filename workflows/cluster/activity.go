@@ -13,6 +13,7 @@ import (
 	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/joinkey"
 	"github.com/trainyard/trainyard/internal/objstore"
+	"github.com/trainyard/trainyard/internal/policy"
 	"github.com/trainyard/trainyard/internal/provision"
 )
 
@@ -27,6 +28,9 @@ type Activities struct {
 	Provisioners provision.Set
 	// Tokens is the bucket where the API left each cluster's join token.
 	Tokens *objstore.Store
+	// Decide is the admission policy in force (the bundle's usage rules
+	// decided on the cluster's own ledger); nil admits everything.
+	Decide func(context.Context, policy.Input) (policy.Decision, error)
 	// Launch builds the command that starts node's agent (the trainyard
 	// binary, its flags, the join token in its 0600 config file).
 	Launch func(cluster string, node spec.Node, token string, heartbeat time.Duration) provision.AgentLaunch
@@ -67,6 +71,22 @@ func (a *Activities) StartAgent(ctx context.Context, in StartAgentInput) (provis
 		return h, fmt.Errorf("start agent: %w", err)
 	}
 	return h, nil
+}
+
+// Admit decides a work on the input the cluster workflow built from its own
+// state, as a local activity inside its allocate update; what it returns is
+// why a usage rule (quota, one training per config) holds the work, or "".
+// The other rules were decided at submission, and whether the work fits now
+// is the scheduler's to say.
+func (a *Activities) Admit(ctx context.Context, in policy.Input) (string, error) {
+	if a.Decide == nil {
+		return "", nil
+	}
+	d, err := a.Decide(ctx, in)
+	if err != nil {
+		return "", fmt.Errorf("admission of %s: %w", in.Work.ID, err)
+	}
+	return d.UsageViolations(), nil
 }
 
 // StopAgent stops node's agent (a stopped one is fine).

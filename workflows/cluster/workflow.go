@@ -178,10 +178,13 @@ type controller struct {
 	// params are the latest request's placement params: the status query
 	// orders the queue with them.
 	params params.Params
+	// admitting is held from a request's admission decision to its commit.
+	admitting workflow.Mutex
 }
 
 func newController(ctx workflow.Context, st *State) *controller {
-	return &controller{st: st, params: params.Default(), beats: workflow.GetSignalChannel(ctx, SignalHeartbeat), releases: workflow.GetSignalChannel(ctx, SignalRelease)}
+	return &controller{st: st, params: params.Default(), beats: workflow.GetSignalChannel(ctx, SignalHeartbeat), releases: workflow.GetSignalChannel(ctx, SignalRelease),
+		admitting: workflow.NewMutex(ctx)}
 }
 
 // takeBuffered applies every heartbeat and release already received.
@@ -212,6 +215,42 @@ func (c *controller) allocateUpdate(ctx workflow.Context, req AllocateRequest) (
 	// Versioned: older histories allocated without taking them.
 	if workflow.GetVersion(ctx, "allocate-takes-buffered-signals", workflow.DefaultVersion, 1) == 1 {
 		c.takeBuffered(ctx)
+	}
+	// Versioned: older histories took the admission decision from the
+	// request (decided by the allocate activity on a status query, which
+	// two concurrent requests could both pass before either committed).
+	if workflow.GetVersion(ctx, "admit-in-cluster", workflow.DefaultVersion, 1) == 1 {
+		return c.admitAndAllocate(ctx, req)
+	}
+	return c.allocate(workflow.Now(ctx), req)
+}
+
+// admitAndAllocate decides a work's admission on this workflow's own state
+// and commits its placement before any other request is decided: one
+// request at a time holds the lock across the decision (a local activity:
+// the policy bundle is the worker's) and the commit, so two trainings of
+// one config, or two works that each fit a quota alone, cannot both pass.
+func (c *controller) admitAndAllocate(ctx workflow.Context, req AllocateRequest) (Allocation, error) {
+	if err := c.admitting.Lock(ctx); err != nil {
+		return Allocation{}, err
+	}
+	defer c.admitting.Unlock()
+	if req.Work != nil {
+		if _, ok := c.held(req.Jobs()...); !ok {
+			c.takeBuffered(ctx)
+			pp, err := placementParams(req)
+			if err != nil {
+				return Allocation{}, err
+			}
+			in := c.status(workflow.Now(ctx)).AdmissionInput(pp, req.JobID, *req.Work)
+			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+				StartToCloseTimeout: 10 * time.Second,
+				RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+			})
+			if err := workflow.ExecuteLocalActivity(lctx, (*Activities).Admit, in).Get(ctx, &req.PolicyWait); err != nil {
+				return Allocation{}, fmt.Errorf("admission of %s: %w", req.JobID, err)
+			}
+		}
 	}
 	return c.allocate(workflow.Now(ctx), req)
 }

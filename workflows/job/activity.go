@@ -16,7 +16,6 @@ import (
 	"github.com/trainyard/trainyard/internal/agent/procenv"
 	"github.com/trainyard/trainyard/internal/logstream"
 	"github.com/trainyard/trainyard/internal/objstore"
-	"github.com/trainyard/trainyard/internal/policy"
 	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/workflows/cluster"
 )
@@ -31,11 +30,6 @@ type Activities struct {
 	// (GPUs reserved for inference, capacity share...); Allocate sends
 	// them with each request. Nil: the cluster uses the shipped defaults.
 	Params func() params.Params
-	// Decide is the admission policy in force (not logged: a waiting work
-	// asks again every few seconds). With it, a work description is
-	// decided again on the live usage before each placement, and waits
-	// while a usage rule (quota, one training per config) denies it.
-	Decide func(context.Context, policy.Input) (policy.Decision, error)
 }
 
 // AllocateInput names the cluster and what the job needs.
@@ -57,11 +51,8 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (alloc clus
 	// The cluster gives the allocation back once this workflow has closed,
 	// however it ends.
 	in.Request.Owner = activity.GetInfo(ctx).WorkflowExecution.ID
-	if in.Request.Work != nil && a.Decide != nil {
-		if in.Request.PolicyWait, err = a.admit(ctx, in); err != nil {
-			return cluster.Allocation{}, err
-		}
-	}
+	// Admission (a work's usage rules on the live ledger) is the cluster
+	// workflow's: it decides and commits in one step (cluster.Activities.Admit).
 	h, err := a.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   cluster.WorkflowID(in.Cluster),
 		UpdateName:   cluster.UpdateAllocate,
@@ -73,30 +64,6 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (alloc clus
 	}
 	err = h.Get(ctx, &alloc)
 	return alloc, err
-}
-
-// admit decides the work on the cluster's live usage; a usage rule's
-// denial is why the work waits. The other rules were decided at submission,
-// and whether the work fits now is the scheduler's to say (with a reason
-// per node), so they do not hold it here.
-func (a *Activities) admit(ctx context.Context, in AllocateInput) (string, error) {
-	v, err := a.Client.QueryWorkflow(ctx, cluster.WorkflowID(in.Cluster), "", cluster.QueryStatus)
-	if err != nil {
-		return "", fmt.Errorf("cluster %s: %w", in.Cluster, err)
-	}
-	var st cluster.Status
-	if err := v.Get(&st); err != nil {
-		return "", fmt.Errorf("cluster %s: status: %w", in.Cluster, err)
-	}
-	p := params.Default()
-	if a.Params != nil {
-		p = a.Params()
-	}
-	d, err := a.Decide(ctx, st.AdmissionInput(p, in.Request.JobID, *in.Request.Work))
-	if err != nil {
-		return "", fmt.Errorf("admission of %s: %w", in.Request.JobID, err)
-	}
-	return d.UsageViolations(), nil
 }
 
 // AgentActivities run on a node's agent.
