@@ -47,7 +47,7 @@ type Deps struct {
 	Params func() params.Params
 	// Decide is the admission policy in force: the cluster workflow decides
 	// each work description on its own ledger as it places it (its Admit
-	// local activity). Nil admits everything.
+	// activity). Nil admits everything.
 	Decide func(context.Context, policy.Input) (policy.Decision, error)
 }
 

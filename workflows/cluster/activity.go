@@ -74,7 +74,7 @@ func (a *Activities) StartAgent(ctx context.Context, in StartAgentInput) (provis
 }
 
 // Admit decides a work on the input the cluster workflow built from its own
-// state, as a local activity inside its allocate update; what it returns is
+// state, from inside its allocate update; what it returns is
 // why a usage rule (quota, one training per config) holds the work, or "".
 // The other rules were decided at submission, and whether the work fits now
 // is the scheduler's to say.

@@ -16,7 +16,7 @@ import (
 // and a one-role training job; the ledger and queue in state), and
 // history-v4.json, recorded with join keys (signed heartbeats) and
 // admit-in-cluster (three trainings of one config submitted at once, each
-// admitted by the Admit local activity in turn, and a plain job).
+// admitted by the Admit activity in turn, and a plain job).
 func TestReplay(t *testing.T) {
 	for _, file := range []string{"testdata/history.json", "testdata/history-v2.json", "testdata/history-v3.json", "testdata/history-v4.json"} {
 		replaytest.Replay(t, Workflow, Name, file)

@@ -227,8 +227,8 @@ func (c *controller) allocateUpdate(ctx workflow.Context, req AllocateRequest) (
 
 // admitAndAllocate decides a work's admission on this workflow's own state
 // and commits its placement before any other request is decided: one
-// request at a time holds the lock across the decision (a local activity:
-// the policy bundle is the worker's) and the commit, so two trainings of
+// request at a time holds the lock across the decision (an activity: the
+// policy bundle is the worker's) and the commit, so two trainings of
 // one config, or two works that each fit a quota alone, cannot both pass.
 func (c *controller) admitAndAllocate(ctx workflow.Context, req AllocateRequest) (Allocation, error) {
 	if err := c.admitting.Lock(ctx); err != nil {
@@ -243,11 +243,14 @@ func (c *controller) admitAndAllocate(ctx workflow.Context, req AllocateRequest)
 				return Allocation{}, err
 			}
 			in := c.status(workflow.Now(ctx)).AdmissionInput(pp, req.JobID, *req.Work)
-			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-				StartToCloseTimeout: 10 * time.Second,
+			// A regular activity, not a local one: the Go SDK does not
+			// replay local activities inside update handlers (it waits
+			// forever for their markers).
+			actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+				StartToCloseTimeout: 30 * time.Second,
 				RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 			})
-			if err := workflow.ExecuteLocalActivity(lctx, (*Activities).Admit, in).Get(ctx, &req.PolicyWait); err != nil {
+			if err := workflow.ExecuteActivity(actx, (*Activities).Admit, in).Get(ctx, &req.PolicyWait); err != nil {
 				return Allocation{}, fmt.Errorf("admission of %s: %w", req.JobID, err)
 			}
 		}
