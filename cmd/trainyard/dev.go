@@ -178,8 +178,16 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 	if err != nil {
 		return err
 	}
+	// Agents get the gateway's agent account (no join tokens, no policy or
+	// plugin writes), not the root keys; an external S3 gives its own keys.
+	agentCreds := creds
+	if o.s3Endpoint == "" {
+		if agentCreds, err = s3.GrantAgents(ctx, o.bucket); err != nil {
+			return err
+		}
+	}
 	w, err := startWorker(tc, store, rt, agentLaunch{temporalAddr: tsrv.Address, namespace: "default", agentsDir: filepath.Join(dir, "agents"),
-		s3: objstore.Config{Endpoint: s3.Endpoint, Bucket: o.bucket, Insecure: true, AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey}}, adm)
+		s3: objstore.Config{Endpoint: s3.Endpoint, Bucket: o.bucket, Insecure: true, AccessKeyID: agentCreds.AccessKeyID, SecretAccessKey: agentCreds.SecretAccessKey}}, adm)
 	if err != nil {
 		return err
 	}

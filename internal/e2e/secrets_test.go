@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -62,11 +65,45 @@ func runJobOutput(t *testing.T, dev *devProc, cluster, script string) string {
 	return j.Result.Output
 }
 
+// agentS3Limited: the S3 keys an agent's host holds read no cluster's join
+// token and cannot replace the policy bundle or a plugin.
+func agentS3Limited(t *testing.T, dev *devProc, secrets map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	u, _ := url.Parse(dev.ep.S3)
+	agent, err := minio.New(u.Host, &minio.Options{Creds: credentials.NewStaticV4(secrets["s3_access_key_id"], secrets["s3_secret_access_key"], "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tokens []string
+	for o := range s3Client(t, dev, "").ListObjects(ctx, dev.ep.Bucket, minio.ListObjectsOptions{Prefix: "secrets/join/", Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		tokens = append(tokens, o.Key)
+	}
+	if len(tokens) == 0 {
+		t.Fatal("no join token in the bucket: the check below checks nothing")
+	}
+	for _, k := range tokens {
+		if _, err := agent.StatObject(ctx, dev.ep.Bucket, k, minio.StatObjectOptions{}); err == nil {
+			t.Errorf("the agent's S3 keys read %s", k)
+		}
+	}
+	for _, k := range []string{"policies/current.json", "plugins/modules/evil"} {
+		if _, err := agent.PutObject(ctx, dev.ep.Bucket, k, strings.NewReader("{}"), 2, minio.PutObjectOptions{}); err == nil {
+			t.Errorf("the agent's S3 keys wrote %s", k)
+		}
+	}
+}
+
 // TestJobsCannotReadAgentSecrets is the /proc attack of docs/security.md:
 // a job reads its agent's environment (/proc/$PPID/environ) and, on a node
 // with a job_user, the agent's secrets file and the admin token too. The
 // agent holds its join token and S3 keys in a 0600 file, never in its
-// environment, and a job_user job cannot open that file at all. Then every
+// environment, and a job_user job cannot open that file at all. The S3 keys
+// it holds are the gateway's agent account, not root: they read no join
+// token and write no policy or plugin. Then every
 // workflow history dev holds is read: none contains a join token, the S3
 // keys or the admin token.
 func TestJobsCannotReadAgentSecrets(t *testing.T) {
@@ -78,8 +115,19 @@ defaults: {provider: local, provisioner: {kind: local}}
 nodes: [{name: proc-a}]
 `)
 	secrets := agentSecretsOf(t, dev, "proc-a")
+	var root struct {
+		SecretAccessKey string `json:"secret_access_key"`
+	}
+	if b, err := os.ReadFile(dev.ep.S3Credentials); err != nil || json.Unmarshal(b, &root) != nil || root.SecretAccessKey == "" {
+		t.Fatalf("dev's S3 root keys: %v", err)
+	}
 	forbidden := map[string]string{
-		"the join token": secrets["join_token"], "the S3 secret key": secrets["s3_secret_access_key"], "the admin token": dev.admin}
+		"the join token": secrets["join_token"], "the agent's S3 secret key": secrets["s3_secret_access_key"],
+		"the S3 root secret key": root.SecretAccessKey, "the admin token": dev.admin}
+	if secrets["s3_secret_access_key"] == root.SecretAccessKey {
+		t.Fatal("the agent holds the S3 root keys")
+	}
+	agentS3Limited(t, dev, secrets)
 	leaks := func(where, out string) {
 		t.Helper()
 		for what, s := range forbidden {

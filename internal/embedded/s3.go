@@ -11,8 +11,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/versity/versitygw/auth"
 	"github.com/versity/versitygw/backend/meta"
-
 	"github.com/versity/versitygw/backend/posix"
 	"github.com/versity/versitygw/embedgw"
 
@@ -29,6 +31,7 @@ type S3Credentials struct {
 type S3 struct {
 	Endpoint    string // host:port, plain HTTP
 	Credentials S3Credentials
+	iam         auth.IAMService
 	cancel      context.CancelFunc
 	done        chan error
 }
@@ -56,11 +59,16 @@ func LoadOrCreateS3Credentials(file string) (S3Credentials, error) {
 }
 
 // StartS3 serves an S3 API on ip:port (0 picks a free port, see FreePort)
-// storing buckets as directories under dir. A port asked for that another
-// process holds is an error that says so.
+// storing buckets as directories under dir, and its accounts (besides the
+// root keys) in dir+"-iam". A port asked for that another process holds is
+// an error that says so.
 func StartS3(ip string, port int, dir string, creds S3Credentials) (*S3, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("s3 data dir: %w", err)
+	}
+	iamDir := dir + "-iam"
+	if err := os.MkdirAll(iamDir, 0o700); err != nil {
+		return nil, fmt.Errorf("s3 accounts dir: %w", err)
 	}
 	if port == 0 {
 		p, err := FreePort(ip)
@@ -77,19 +85,28 @@ func StartS3(ip string, port int, dir string, creds S3Credentials) (*S3, error) 
 	}
 	addr := net.JoinHostPort(ip, strconv.Itoa(port))
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &S3{Endpoint: addr, Credentials: creds, cancel: cancel, done: make(chan error, 1)}
-	go func() {
-		s.done <- embedgw.RunVersityGW(ctx, be, &embedgw.Config{
-			RootUserAccess:    creds.AccessKeyID,
-			RootUserSecret:    creds.SecretAccessKey,
-			Ports:             []string{addr},
-			MaxConnections:    1000,
-			MaxRequests:       500,
-			MultipartMaxParts: 10000,
-			Quiet:             true,
-			HealthPath:        "/_health",
-		})
-	}()
+	cfg := &embedgw.Config{
+		RootUserAccess:    creds.AccessKeyID,
+		RootUserSecret:    creds.SecretAccessKey,
+		Ports:             []string{addr},
+		MaxConnections:    1000,
+		MaxRequests:       500,
+		MultipartMaxParts: 10000,
+		Quiet:             true,
+		HealthPath:        "/_health",
+		IAMDir:            iamDir,
+		// The cache's prune loop spins with embedgw's zero defaults, and
+		// one account needs no cache.
+		IAMCacheDisable: true,
+	}
+	iam, err := auth.New(cfg.IamOpts())
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("s3 accounts at %s: %w", iamDir, err)
+	}
+	cfg.IAMService = iam
+	s := &S3{Endpoint: addr, Credentials: creds, iam: iam, cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- embedgw.RunVersityGW(ctx, be, cfg) }()
 	if err := waitTCP(addr); err != nil {
 		cancel()
 		select {
@@ -100,6 +117,50 @@ func StartS3(ip string, port int, dir string, creds S3Credentials) (*S3, error) 
 		}
 	}
 	return s, nil
+}
+
+// AgentAccess is the access key of the account agents get.
+const AgentAccess = "trainyard-agent"
+
+// GrantAgents makes (once) the gateway's agent account and sets bucket's
+// policy so that account reads and writes the bucket's objects but not
+// secrets/ (clusters' join tokens), and cannot change the policy bundle
+// (policies/), the plugins (plugins/) or the bucket itself: an agent's
+// host holds these keys, never the root ones.
+func (s *S3) GrantAgents(ctx context.Context, bucket string) (S3Credentials, error) {
+	c := S3Credentials{AccessKeyID: AgentAccess}
+	if a, err := s.iam.GetUserAccount(AgentAccess); err == nil {
+		c.SecretAccessKey = a.Secret
+	} else {
+		c.SecretAccessKey = randomString(40)
+		if err := s.iam.CreateAccount(auth.Account{Access: c.AccessKeyID, Secret: c.SecretAccessKey, Role: auth.RoleUser}); err != nil {
+			return c, fmt.Errorf("s3 agent account: %w", err)
+		}
+	}
+	root, err := minio.New(s.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(s.Credentials.AccessKeyID, s.Credentials.SecretAccessKey, "")})
+	if err != nil {
+		return c, fmt.Errorf("s3 agent policy: %w", err)
+	}
+	if err := root.SetBucketPolicy(ctx, bucket, AgentPolicy(bucket, AgentAccess)); err != nil {
+		return c, fmt.Errorf("s3 agent policy on %s: %w", bucket, err)
+	}
+	return c, nil
+}
+
+// AgentPolicy is the bucket policy GrantAgents sets, for access key.
+func AgentPolicy(bucket, access string) string {
+	arn := "arn:aws:s3:::" + bucket
+	stmt := func(effect string, actions []string, resources ...string) map[string]any {
+		return map[string]any{"Effect": effect, "Principal": map[string]any{"AWS": []string{access}}, "Action": actions, "Resource": resources}
+	}
+	p := map[string]any{"Version": "2012-10-17", "Statement": []any{
+		stmt("Allow", []string{"s3:*"}, arn, arn+"/*"),
+		stmt("Deny", []string{"s3:*"}, arn+"/secrets/*"),
+		stmt("Deny", []string{"s3:PutObject", "s3:DeleteObject"}, arn+"/policies/*", arn+"/plugins/*"),
+		stmt("Deny", []string{"s3:DeleteBucket", "s3:PutBucketPolicy", "s3:DeleteBucketPolicy", "s3:PutBucketAcl"}, arn),
+	}}
+	b, _ := json.Marshal(p)
+	return string(b)
 }
 
 // Stop shuts the gateway down and waits for it.
