@@ -90,6 +90,12 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 	}
 	defer done()
 	log = log.With("cluster", o.cluster, "node", o.node)
+	// Nothing the agent starts as its own user may read its memory,
+	// environment or open files through /proc (as root they still can:
+	// hence --job-user).
+	if err := notDumpable(); err != nil {
+		return fmt.Errorf("agent %s: %w", o.node, err)
+	}
 	secrets, err := loadAgentSecrets(o.secretsFile)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", o.node, err)

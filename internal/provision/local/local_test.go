@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -292,4 +293,49 @@ func controlPlane() {
 	}
 	json.NewEncoder(os.Stdout).Encode(h)
 	select {} // wait to be killed
+}
+
+// TestPidFileNamesOneProcess: an agent is known by its pid and start time
+// (the agent is non-dumpable, so its environment is no way to tell it from
+// another process of its user): a pid file naming a live process that
+// started at another time is not the agent, nor is a reused pid.
+func TestPidFileNamesOneProcess(t *testing.T) {
+	p := newProvisioner(t)
+	node := spec.Node{Name: "n-pid", Provisioner: spec.Provisioner{Kind: spec.KindLocal}}
+	stopAll(t, p, node)
+	ctx := context.Background()
+	h, err := p.Start(ctx, node, provision.AgentLaunch{Binary: fakeAgent, Args: []string{"-marker", filepath.Join(t.TempDir(), "m")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop(ctx, node, h) })
+	pidFile := filepath.Join(h.Dir, "agent.pid")
+	orig, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, start, ok := strings.Cut(strings.TrimSpace(string(orig)), " ")
+	if !ok || pid != strconv.Itoa(h.PID) || start == "" {
+		t.Fatalf("pid file %q: want \"%d START\"", orig, h.PID)
+	}
+	other := exec.Command("sleep", "60")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer other.Process.Kill()
+	for _, tc := range []struct {
+		file  string
+		alive bool
+	}{
+		{fmt.Sprintf("%d %s\n", other.Process.Pid, start), false}, // another process, our start time
+		{pid + " 1\n", false}, // our pid, started at another time: reused
+		{string(orig), true},
+	} {
+		if err := os.WriteFile(pidFile, []byte(tc.file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if alive, err := p.Alive(ctx, node, h); err != nil || alive != tc.alive {
+			t.Errorf("pid file %q: Alive = %v, %v; want %v", tc.file, alive, err, tc.alive)
+		}
+	}
 }
