@@ -22,8 +22,11 @@ type User struct {
 func LookupUser(name string) (*User, error) {
 	u, err := user.Lookup(name)
 	if err != nil {
-		if _, nerr := strconv.Atoi(name); nerr == nil {
-			u, err = user.LookupId(name)
+		if n, nerr := strconv.ParseUint(name, 10, 32); nerr == nil {
+			if u, err = user.LookupId(name); err != nil && n != 0 {
+				// A uid with no account (a container image's): its own group.
+				return &User{Name: name, UID: uint32(n), GID: uint32(n)}, nil
+			}
 		}
 	}
 	if err != nil {
