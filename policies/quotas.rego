@@ -46,6 +46,7 @@ tier1_share := input.usage.tier1_share_by_config[input.work.config]
 
 deny contains {
 	"rule": "config_quota",
+	"waits": true,
 	"reason": sprintf("config %s used %v%% of Tier-1 GPU time over the last %vh; its quota is %v%%", [input.work.config, pct(tier1_share), params.quota_window_hours, pct(quota)]),
 } if {
 	count(gpu_roles) > 0
@@ -54,6 +55,7 @@ deny contains {
 
 deny contains {
 	"rule": "one_training_per_config",
+	"waits": true,
 	"reason": sprintf("config %s already has %d training job(s) running; at most %d at a time", [input.work.config, running, limit]),
 } if {
 	input.work.kind == "training"

@@ -54,7 +54,7 @@ test_hexagonal_4p_within_quota_allowed if {
 
 test_hexagonal_4p_over_quota_denied if {
 	d := admission.deny with input as {"work": training_job, "cluster": fleet, "usage": usage("hexagonal_4p", 0.26 * day_tier1)}
-	d == {{"rule": "config_quota", "reason": "config hexagonal_4p used 26% of Tier-1 GPU time over the last 24h; its quota is 25%"}}
+	d == {{"rule": "config_quota", "waits": true, "reason": "config hexagonal_4p used 26% of Tier-1 GPU time over the last 24h; its quota is 25%"}}
 }
 
 test_other_configs_usage_does_not_count if {
@@ -69,7 +69,7 @@ test_cpu_only_work_not_subject_to_quota if {
 test_one_training_per_config if {
 	u := {"running_training_by_config": {"hexagonal_4p": 1}}
 	d := admission.deny with input as {"work": training_job, "cluster": fleet, "usage": u}
-	d == {{"rule": "one_training_per_config", "reason": "config hexagonal_4p already has 1 training job(s) running; at most 1 at a time"}}
+	d == {{"rule": "one_training_per_config", "waits": true, "reason": "config hexagonal_4p already has 1 training job(s) running; at most 1 at a time"}}
 	selfplay := object.union(training_job, {"kind": "selfplay"})
 	admission.allow with input as {"work": selfplay, "cluster": fleet, "usage": u}
 }

@@ -136,10 +136,14 @@ func (e *Engine) Evaluator() string {
 	return "topdown (not compiled to wasm: " + e.wasmErr.Error() + ")"
 }
 
-// Violation is one denied rule with its human reason.
+// Violation is one denied rule with its human reason. Waits marks a rule
+// decided on the live usage (a deny entry with "waits": true): work it
+// denies is accepted and waits in the cluster's queue until usage changes,
+// instead of being refused.
 type Violation struct {
 	Rule   string `json:"rule"`
 	Reason string `json:"reason"`
+	Waits  bool   `json:"waits,omitempty"`
 }
 
 // Decision is the admission result.
@@ -217,7 +221,8 @@ func (b *bindings) verdict() (*verdict, error) {
 		m, _ := x.(map[string]any)
 		rule, _ := m["rule"].(string)
 		reason, _ := m["reason"].(string)
-		v.violations = append(v.violations, Violation{Rule: rule, Reason: reason})
+		waits, _ := m["waits"].(bool)
+		v.violations = append(v.violations, Violation{Rule: rule, Reason: reason, Waits: waits})
 	}
 	if ps, _ := b.Priority.([]any); len(ps) == 1 {
 		if n, ok := ps[0].(json.Number); ok {

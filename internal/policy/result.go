@@ -95,10 +95,11 @@ func scanResult(out []byte) (*verdict, bool) {
 	return v, true
 }
 
-// violation reads {"rule":…,"reason":…} in either order.
+// violation reads {"rule":…,"reason":…,"waits":true|false} in any order
+// ("waits" optional).
 func (s *resultScanner) violation() Violation {
 	var x Violation
-	var seen [2]bool
+	var seen [3]bool
 	s.lit("{")
 	for i := 0; !s.bad && !s.next('}'); i++ {
 		if i > 0 {
@@ -113,6 +114,14 @@ func (s *resultScanner) violation() Violation {
 			s.once(&seen[1])
 			s.lit(":")
 			x.Reason = s.str()
+		case "waits":
+			s.once(&seen[2])
+			s.lit(":")
+			if x.Waits = s.next('t'); x.Waits {
+				s.lit("rue")
+			} else {
+				s.lit("false")
+			}
 		default:
 			s.bad = true
 		}

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"slices"
 	"strings"
 	"time"
 
@@ -49,17 +48,12 @@ func UsageFromLedger(p params.Params, nodes []scheduler.Node, q ledger.Quota) Us
 	}
 }
 
-// UsageRules are the rules decided on the live usage: work they deny
-// waits (in the cluster's queue, with the rule as its reason) until usage
-// changes, instead of being refused.
-var UsageRules = []string{"config_quota", "one_training_per_config"}
-
-// UsageViolations are d's violations of usage rules, as one line (empty
-// when there are none).
+// UsageViolations are d's violations of usage rules (those whose deny
+// entry says "waits": true), as one line (empty when there are none).
 func (d Decision) UsageViolations() string {
 	var parts []string
 	for _, v := range d.Violations {
-		if slices.Contains(UsageRules, v.Rule) {
+		if v.Waits {
 			parts = append(parts, v.Rule+": "+v.Reason)
 		}
 	}
@@ -72,7 +66,7 @@ func (d Decision) WaitsOnUsage() bool {
 		return false
 	}
 	for _, v := range d.Violations {
-		if !slices.Contains(UsageRules, v.Rule) {
+		if !v.Waits {
 			return false
 		}
 	}

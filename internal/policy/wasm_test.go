@@ -481,3 +481,45 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 	}
 	return reflect.DeepEqual(x, y)
 }
+
+// TestUsageRuleFromTheBundle: a rule is a usage rule (its work waits
+// instead of being refused) because its deny entry says "waits": true, in
+// Rego alone; both evaluators read it.
+func TestUsageRuleFromTheBundle(t *testing.T) {
+	b := diffBundles(t)["default"]
+	mods := map[string]string{"gpu_hours.rego": `package trainyard.admission
+
+import rego.v1
+
+deny contains {"rule": "night_shift", "waits": true, "reason": "selfplay waits for the night"} if input.work.kind == "selfplay"
+
+deny contains {"rule": "no_sweeps", "reason": "no sweeps here"} if input.work.kind == "sweep"
+`}
+	for p, src := range b.Modules {
+		mods[p] = src
+	}
+	e, err := New(context.Background(), Bundle{Modules: mods, Data: b.Data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := genInput(rand.New(rand.NewPCG(5, 6)))
+	for _, tc := range []struct {
+		kind, rule string
+		waits      bool
+	}{
+		{"selfplay", "night_shift", true},
+		{"sweep", "no_sweeps", false},
+	} {
+		in.Work.Kind = tc.kind
+		d := sameDecision(t, e, in)
+		i := slices.IndexFunc(d.Violations, func(v Violation) bool { return v.Rule == tc.rule })
+		if i < 0 || d.Violations[i].Waits != tc.waits || strings.Contains(d.UsageViolations(), tc.rule) != tc.waits {
+			t.Errorf("%s: violations %+v, usage %q; want %s with waits %v", tc.kind, d.Violations, d.UsageViolations(), tc.rule, tc.waits)
+		}
+	}
+	only := Decision{Violations: []Violation{{Rule: "night_shift", Waits: true}}}
+	mixed := Decision{Violations: []Violation{{Rule: "night_shift", Waits: true}, {Rule: "no_sweeps"}}}
+	if !only.WaitsOnUsage() || mixed.WaitsOnUsage() {
+		t.Errorf("WaitsOnUsage: only usage rules %v, with another %v; want true, false", only.WaitsOnUsage(), mixed.WaitsOnUsage())
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -617,11 +616,11 @@ func (c *controller) release(now time.Time, job string) {
 	c.st.Ledger.Close(job, "", now)
 }
 
-// liftHolds: when a training ends, the work of its config that one
-// training per config held may be allowed now. Until its next request
-// decides it again, it counts as waiting work that goes first, so younger
-// work does not take its place in the meantime. (Quota holds lift as the
-// window slides, not on a release.)
+// liftHolds: when a training ends, the work of its config that a usage
+// rule held (one training per config, a quota: whichever rules of the
+// bundle say "waits") may be allowed now. Until its next request decides
+// it again, it counts as waiting work that goes first, so younger work
+// does not take its place in the meantime.
 func (c *controller) liftHolds(job string) {
 	config, found := "", false
 	for _, r := range c.st.Ledger.Records {
@@ -634,7 +633,7 @@ func (c *controller) liftHolds(job string) {
 		return
 	}
 	for _, w := range c.st.Queue {
-		if w.Policy && w.Work.Config == config && strings.Contains(w.Reason, "one_training_per_config") {
+		if w.Policy && w.Work.Config == config {
 			w.Policy = false
 		}
 	}
