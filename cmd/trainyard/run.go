@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -438,6 +440,9 @@ func progressLine(r api.Run) string {
 	if r.Spec.Kind == training.KindLLM {
 		return loopProgressLine(r)
 	}
+	if r.Spec.Algorithm == training.AlgorithmCommand {
+		return commandProgressLine(r)
+	}
 	p := r.Progress
 	it, ts, ret := p.Iteration, p.Timesteps, p.MeanReturn
 	sps := 0.0
@@ -456,6 +461,49 @@ func progressLine(r api.Run) string {
 	s := fmt.Sprintf("%s%-9s iter %d/%d  steps %d  return %.1f  %.0f steps/s  ckpt %d", bar, p.State, it, total, ts, ret, sps, p.Checkpoint)
 	if r.Spec.TargetReturn != nil {
 		s += fmt.Sprintf("  target %.1f", *r.Spec.TargetReturn)
+	}
+	if p.State == "waiting" && p.Reason != "" {
+		s += "  (" + p.Reason + ")"
+	}
+	return s
+}
+
+// returnTags are the tags a command trainer's return is reported under,
+// in the order they are looked for.
+var returnTags = []string{"return", "episode_return", "episodic_return", "charts/episodic_return", "mean_return"}
+
+// commandProgressLine shows what a command trainer reports itself
+// (TRAINYARD_SCALAR lines): its newest step, its return when it reports
+// one under a usual tag, and its first two other tags.
+func commandProgressLine(r api.Run) string {
+	p := r.Progress
+	var step int64
+	tags := make([]string, 0, len(r.Scalars))
+	for tag, pt := range r.Scalars {
+		step = max(step, pt.Step)
+		tags = append(tags, tag)
+	}
+	sort.Strings(tags)
+	s := fmt.Sprintf("%-9s step %d", p.State, step)
+	for _, tag := range returnTags {
+		if pt, ok := r.Scalars[tag]; ok {
+			s += fmt.Sprintf("  return %.1f", pt.Value)
+			break
+		}
+	}
+	shown := 0
+	for _, tag := range tags {
+		if shown >= 2 {
+			break
+		}
+		if slices.Contains(returnTags, tag) {
+			continue
+		}
+		s += fmt.Sprintf("  %s %.4g", tag, r.Scalars[tag].Value)
+		shown++
+	}
+	if p.Checkpoint > 0 {
+		s += fmt.Sprintf("  ckpt %d", p.Checkpoint)
 	}
 	if p.State == "waiting" && p.Reason != "" {
 		s += "  (" + p.Reason + ")"

@@ -147,6 +147,9 @@ func loopProgressLine(r api.Run) string {
 	p := r.Progress
 	st := p.Loop
 	perSec := 0.0
+	if st != nil { // the trainer's result: its rate over the whole run
+		perSec = st.TrajectoriesPerSec
+	}
 	if r.Loop != nil && r.Loop.Trainer != nil {
 		st, perSec = r.Loop.Trainer, r.Loop.TrajectoriesPerSec
 	}

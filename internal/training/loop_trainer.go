@@ -59,7 +59,7 @@ type LoopStatus struct {
 	Checkpoint int64    `json:"checkpoint" doc:"The newest published checkpoint: the weight version the endpoints were told to load."`
 	Restored   int64    `json:"restored,omitempty" doc:"Checkpoint the loop restarted from."`
 	// TrajectoriesPerSec: trajectories the pool accepted per second over
-	// the last heartbeat.
+	// the last heartbeat; in the trainer's result, over its whole life.
 	TrajectoriesPerSec float64            `json:"trajectories_per_sec"`
 	Pool               PoolStatus         `json:"pool"`
 	Endpoints          []EndpointVersion  `json:"endpoints,omitempty"`
@@ -132,6 +132,7 @@ func (r *Runner) RunLoopTrainer(ctx context.Context, in LoopTrainerInput, beat f
 	case !errors.Is(err, checkpoint.ErrNotFound):
 		return st, fmt.Errorf("run %s: latest checkpoint: %w", in.RunID, err)
 	}
+	began := time.Now()
 	pool, err := trajpool.New(trajpool.Options{Name: in.RunID, Capacity: loop.PoolCapacity, Policy: trajpool.Policy(loop.PoolPolicy),
 		MaxLag: loop.MaxLag, Dedup: true, Accepted: settled})
 	if err != nil {
@@ -342,5 +343,9 @@ func (r *Runner) RunLoopTrainer(ctx context.Context, in LoopTrainerInput, beat f
 	if err := trainer.finish(ctx); err != nil {
 		return snapshot(), fmt.Errorf("run %s: %w", in.RunID, err)
 	}
-	return snapshot(), nil
+	final := snapshot()
+	if secs := time.Since(began).Seconds(); secs > 0 {
+		final.TrajectoriesPerSec = float64(final.Pool.Put) / secs
+	}
+	return final, nil
 }
