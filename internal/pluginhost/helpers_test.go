@@ -2,7 +2,6 @@ package pluginhost
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,7 +18,7 @@ var bombLimits = Limits{MemoryPages: 512, CallTimeout: 30 * time.Second, InitTim
 func newTestRuntime(t testing.TB) *Runtime {
 	t.Helper()
 	ctx := context.Background()
-	rt, err := NewRuntime(ctx, RuntimeConfig{CacheDir: filepath.Join(plugintest.Root(t), ".cache", "wazero")})
+	rt, err := NewRuntime(ctx, RuntimeConfig{CacheDir: plugintest.CacheDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

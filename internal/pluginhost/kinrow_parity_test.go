@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -19,7 +18,7 @@ import (
 // the plugin is the rules, so engines may search on either.
 func TestKinrowPluginParity(t *testing.T) {
 	ctx := context.Background()
-	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: filepath.Join(plugintest.Root(t), ".cache", "wazero")})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: plugintest.CacheDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func TestSeedBuiltins(t *testing.T) {
 	defer cancel()
 	shaping := plugintest.BuildGo(t, "./plugins/shaping")
 	cartpole := plugintest.BuildGo(t, "./plugins/cartpole")
-	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: filepath.Join(plugintest.Root(t), ".cache", "wazero")})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: plugintest.CacheDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,22 @@ var (
 	built = map[string][]byte{}
 )
 
+// CacheDir is where tests keep wazero's compilation cache: outside the
+// checkout, like Go's build cache, so a fresh clone does not compile every
+// plugin again (under -race, wazero's compiler is what a cold run spends
+// minutes on). TRAINYARD_WAZERO_CACHE overrides it.
+func CacheDir(t testing.TB) string {
+	t.Helper()
+	if d := os.Getenv("TRAINYARD_WAZERO_CACHE"); d != "" {
+		return d
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return filepath.Join(Root(t), ".cache", "wazero")
+	}
+	return filepath.Join(d, "trainyard", "wazero")
+}
+
 // Root returns the repository root (the directory of Trainyard's go.mod).
 func Root(t testing.TB) string {
 	t.Helper()

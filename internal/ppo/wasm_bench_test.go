@@ -3,7 +3,6 @@ package ppo
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 
 	"github.com/trainyard/trainyard/internal/pluginhost"
@@ -25,7 +24,7 @@ import (
 // x_native is the ratio to native at the same batch size.
 func BenchmarkRolloutWASM(b *testing.B) {
 	ctx := context.Background()
-	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: filepath.Join(plugintest.Root(b), ".cache", "wazero")})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: plugintest.CacheDir(b)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func newEnv(t *testing.T) *env {
 	dir := t.TempDir()
 	// Before the S3 gateway starts: it changes the working directory.
 	wasm := plugintest.BuildGo(t, "./plugins/kinrow/square8_2p")
-	cache := filepath.Join(plugintest.Root(t), ".cache", "wazero")
+	cache := plugintest.CacheDir(t)
 	creds, err := embedded.LoadOrCreateS3Credentials(filepath.Join(dir, "creds.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -22,7 +21,7 @@ import (
 // network of the size the tests train (192-64-66).
 func BenchmarkSelfPlay(b *testing.B) {
 	ctx := context.Background()
-	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: filepath.Join(plugintest.Root(b), ".cache", "wazero")})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: plugintest.CacheDir(b)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
 	"github.com/trainyard/trainyard/internal/pluginhost"
@@ -15,7 +14,7 @@ import (
 // record against a replay on the rules.
 func TestPlayGameWASM(t *testing.T) {
 	ctx := context.Background()
-	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: filepath.Join(plugintest.Root(t), ".cache", "wazero")})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: plugintest.CacheDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +59,7 @@ func TestPlayGameWASM(t *testing.T) {
 // heuristic falls back to a one-ply win search through Save/Apply/Restore.
 func TestHeuristicOtherGames(t *testing.T) {
 	ctx := context.Background()
-	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: filepath.Join(plugintest.Root(t), ".cache", "wazero")})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: plugintest.CacheDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
