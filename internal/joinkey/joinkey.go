@@ -87,8 +87,8 @@ func key(cluster, pub string) string { return "secrets/join/" + cluster + "/" + 
 // Save stores t for cluster in the bucket, where the control plane's
 // workers (which start agents) find it by its public half.
 func Save(ctx context.Context, s *objstore.Store, cluster string, t Token) error {
-	b := []byte(t.String())
-	_, err := s.Client.PutObject(ctx, s.Bucket, key(cluster, t.Public()), strings.NewReader(string(b)), int64(len(b)),
+	tok := t.String()
+	_, err := s.Client.PutObject(ctx, s.Bucket, key(cluster, t.Public()), strings.NewReader(tok), int64(len(tok)),
 		minio.PutObjectOptions{ContentType: "text/plain"})
 	if err != nil {
 		return fmt.Errorf("save join token of %s: %w", cluster, err)
