@@ -3,7 +3,7 @@
 # run, counting what was lost (must be 0) and the recovery time; every API
 # route fuzzed from the served OpenAPI document; 200 concurrent submissions
 # and status polls with p50/p99. They are ordinary Go tests, so `make test`
-# (CI) runs them too (~7 min on 2 cores); this target runs only them and
+# (CI) runs them too (~5 min on 2 cores); this target runs only them and
 # shows their reports. Full log: .cache/chaos.log.
 .PHONY: chaos
 

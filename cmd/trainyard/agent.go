@@ -163,7 +163,8 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 	}
 	// Stopping waits up to drainTimeout for activities, so segments that
 	// checkpointed on SIGTERM still report.
-	w := worker.New(tc, cluster.NodeQueue(o.cluster, o.node), worker.Options{Identity: "agent@" + o.node, WorkerStopTimeout: o.drainTimeout})
+	w := worker.New(tc, cluster.NodeQueue(o.cluster, o.node), worker.Options{Identity: "agent@" + o.node, WorkerStopTimeout: o.drainTimeout,
+		MaxHeartbeatThrottleInterval: heartbeatThrottle})
 	workflows.RegisterAgent(w, dir, runner, drains, jobUser)
 	if runner != nil {
 		if err := registerSelfplayAgent(ctx, w, o, dir, runner); err != nil {

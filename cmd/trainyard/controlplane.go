@@ -128,6 +128,15 @@ const policyRefresh = 15 * time.Second
 
 // startWorker runs the control-plane worker; placements use the params of
 // adm's bundle in force.
+//
+// heartbeatThrottle: the API shows an activity's progress (a run's
+// iteration, a self-play batch's games) from its last heartbeat that
+// reached Temporal. The SDK sends one per 0.8 × the heartbeat timeout, at
+// most 60 s by default: a batch with a 120 s timeout showed nothing for its
+// first minute. Our activities heartbeat every 2 s or slower, so this sends
+// each one.
+const heartbeatThrottle = 2 * time.Second
+
 func startWorker(c client.Client, store *objstore.Store, rt *pluginhost.Runtime, al agentLaunch, adm *admission.Service) (worker.Worker, error) {
 	host, _ := os.Hostname()
 	identity := fmt.Sprintf("control@%s:%d", host, os.Getpid())
@@ -135,7 +144,7 @@ func startWorker(c client.Client, store *objstore.Store, rt *pluginhost.Runtime,
 	if err != nil {
 		return nil, err
 	}
-	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{Identity: identity})
+	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{Identity: identity, MaxHeartbeatThrottleInterval: heartbeatThrottle})
 	workflows.Register(w, workflows.Deps{Store: store, Plugins: rt, Client: c, Identity: identity,
 		Provisioners: provs, Launch: al.launch, Params: func() params.Params { return adm.Engine().Params() },
 		Decide: func(ctx context.Context, in policy.Input) (policy.Decision, error) {

@@ -268,9 +268,11 @@ func report(t *testing.T, rs []result) {
 	t.Logf("\n%s", b.String())
 }
 
-// trainRun is a CartPole PPO run to mean return 475 (at most 500
-// iterations), checkpointing every
-// 2 iterations and keeping every checkpoint, so each one can be counted.
+// trainRun is a CartPole PPO run of 60 iterations, checkpointing every 2
+// iterations and keeping every checkpoint, so each one can be counted. The
+// fault hits it at iteration 4: what it checks is that nothing completed is
+// lost and the run completes; learning is tested elsewhere, and a run to a
+// target return took 3 of this suite's 15 minutes after each fault.
 type trainRun struct{ seed int }
 
 type runView struct {
@@ -300,7 +302,7 @@ func (r *trainRun) start(t *testing.T, p *plane) string {
 	var ref struct {
 		ID string `json:"id"`
 	}
-	body := fmt.Sprintf(`{"cluster":"lab","env":"CartPole-v1","target_return":475,"iterations":500,"checkpoint_every":2,"keep_checkpoints":100000,"seed":%d}`, r.seed)
+	body := fmt.Sprintf(`{"cluster":"lab","env":"CartPole-v1","iterations":60,"checkpoint_every":2,"keep_checkpoints":100000,"seed":%d}`, r.seed)
 	p.mustJSON("POST", "/v1/runs", body, http.StatusCreated, &ref)
 	return ref.ID
 }
@@ -343,9 +345,8 @@ func (r *trainRun) done(p *plane, id string) (bool, error) {
 	if v.Status == "running" {
 		return false, nil
 	}
-	// Reaching 475 within the budget is the learner's business (tested in
-	// internal/ppo and e2e); here the run must complete, not fail: succeeded,
-	// or completed short of the target.
+	// Learning is the learner's business (tested in internal/ppo and e2e);
+	// here the run must complete, not fail.
 	if v.Status != "completed" || (v.Progress.State != "succeeded" && v.Progress.State != "completed") {
 		return true, fmt.Errorf("run %s: status %s state %s return %.1f: %s %s", id, v.Status, v.Progress.State, v.Progress.MeanReturn, v.Error, v.Progress.Reason)
 	}

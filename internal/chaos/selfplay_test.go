@@ -14,7 +14,7 @@ import (
 	"github.com/trainyard/trainyard/workflows/selfplay"
 )
 
-// selfplayGen is one self-play generation of square8_2p (games synced to
+// selfplayGen is one self-play generation of square8_2p (500 games synced to
 // S3 every second, then quality gate, export, training, gauntlet). Its
 // completed units are the games in S3 (docs/selfplay.md): a game synced
 // before the kill must still be there, in the same batch, afterwards.
@@ -41,10 +41,10 @@ func (*selfplayGen) kinds() []string { return []string{"games"} }
 func (g *selfplayGen) start(t *testing.T, p *plane) string {
 	g.seed++
 	// MCTS with random rollouts from the start: the heuristic bootstrap
-	// plays 1500 games in about a second, rollouts take tens of seconds,
-	// long enough to be hit in the middle (docs/games.md).
-	body := fmt.Sprintf(`{"cluster":"lab","config":"square8_2p","settings":{"generations":1,"games_per_generation":1500,"simulations":48,
-		"bootstrap":"rollouts","parallel":1,"eval_games":10,"train_epochs":2,"sync_interval":1000000000,"seed":%d,"quality":{"min_games":1500}}}`, g.seed)
+	// plays 500 games in a fraction of a second, rollouts take about 15 s
+	// alone, long enough to be hit in the middle (at 50 games; docs/games.md).
+	body := fmt.Sprintf(`{"cluster":"lab","config":"square8_2p","settings":{"generations":1,"games_per_generation":500,"simulations":48,
+		"bootstrap":"rollouts","parallel":1,"eval_games":10,"train_epochs":2,"sync_interval":1000000000,"seed":%d,"quality":{"min_games":500}}}`, g.seed)
 	p.mustJSON("POST", "/v1/selfplay", body, http.StatusCreated, nil)
 	return loopID
 }

@@ -178,6 +178,9 @@ llm: {steps: %d, batch: %d, max_concurrency: %d, pool_capacity: 128}
 	killNodeAgent(t, dev, r.Progress.Node)
 	r = wait("the trainer restored", func(r loopRun) bool { return r.Loop != nil && r.Loop.Trainer != nil && r.Loop.Trainer.Restored > 0 })
 	t.Logf("step %d: the trainer is back from checkpoint %d; kill -9 of trainyard dev", step(r), r.Loop.Trainer.Restored)
+	if r.Status != "running" {
+		t.Fatalf("the loop ended (%s at step %d) before the kill of dev: raise steps", r.Status, step(r))
+	}
 	dev.kill(syscall.SIGKILL)
 	dev = restart()
 	r = wait("the loop's end", func(r loopRun) bool { return r.Status == "completed" })

@@ -15,12 +15,13 @@ import (
 
 // TestPyTorchTrainerOnPluginEnv is issue "GPU trainers"' e2e: the PyTorch
 // PPO example, a command run on a local cluster, steps the built-in
-// CartPole-v1 through its agent's env server (its run names the env) and
-// reaches 475 on CPU torch, its curve in `run show` and `run scalars`. A
-// second run, whose agent is killed (kill -9) mid-run, resumes from its
-// synced checkpoint dir on the other node and reaches its target (250:
-// what a resumed run learns afterwards is another random stream, and PPO
-// on CartPole does not reach 475 within its budget on every stream).
+// CartPole-v1 through its agent's env server (its run names the env); its
+// agent is killed (kill -9) mid-run, and it resumes from its synced
+// checkpoint dir on the other node and reaches its target (250: what a
+// resumed run learns afterwards is another random stream, and PPO on
+// CartPole does not reach 475 within its budget on every stream), its
+// curve in `run show` and `run scalars`. The same example reaching 475
+// uninterrupted is docs/training.md's block, which TestDocsQuickStarts runs.
 func TestPyTorchTrainerOnPluginEnv(t *testing.T) {
 	t.Parallel()
 	pythontest.Require(t, "TRAINYARD_REQUIRE_TORCH", "python-torch", "torch", "numpy")
@@ -48,25 +49,9 @@ nodes:
 		return r
 	}
 
-	// Uninterrupted, to 475.
-	id := train("475")
-	succeeded(id)
-	var sc api.Scalars
-	if err := json.Unmarshal([]byte(cli(t, dev, "run", "scalars", id, "-o", "json")), &sc); err != nil {
-		t.Fatal(err)
-	}
-	curve := sc.Tags["charts/episodic_return"]
-	if len(curve) < 10 || curve[len(curve)-1].Value < 475 {
-		t.Fatalf("episodic return curve: %d points, last %+v", len(curve), curve[len(curve)-1:])
-	}
-	if show := cli(t, dev, "run", "show", id); !strings.Contains(show, "scalar charts/episodic_return") {
-		t.Fatalf("run show lacks the curve:\n%s", show)
-	}
-	t.Logf("reached %.1f at step %d, %d points on the curve", curve[len(curve)-1].Value, curve[len(curve)-1].Step, len(curve))
-
 	// Killed mid-run: once a checkpoint is synced (S3 is asked: the
 	// run's heartbeats reach the server only every 16 s), kill its agent.
-	id = train("250")
+	id := train("250")
 	r := waitRun(t, dev, id, 3*time.Minute, func(runView) bool { return syncedCheckpoints(t, dev, id) >= 1 })
 	first := killRunAgent(t, dev, r)
 	r = succeeded(id)
@@ -75,6 +60,19 @@ nodes:
 		t.Fatalf("after the kill of %s's agent the trainer should resume from its checkpoint on the other node: restores %+v\n%s", first, r.Progress.Restores, logs)
 	}
 	t.Logf("resumed on %s from checkpoint %d after the kill of %s's agent", r.Progress.Restores[0].Node, r.Progress.Restores[0].Checkpoint, first)
+
+	// Its curve, across the kill, in `run scalars` and `run show`.
+	var sc api.Scalars
+	if err := json.Unmarshal([]byte(cli(t, dev, "run", "scalars", id, "-o", "json")), &sc); err != nil {
+		t.Fatal(err)
+	}
+	curve := sc.Tags["charts/episodic_return"]
+	if len(curve) < 5 || curve[len(curve)-1].Value < 250 {
+		t.Fatalf("episodic return curve: %d points, last %+v", len(curve), curve[max(len(curve)-1, 0):])
+	}
+	if show := cli(t, dev, "run", "show", id); !strings.Contains(show, "scalar charts/episodic_return") {
+		t.Fatalf("run show lacks the curve:\n%s", show)
+	}
 }
 
 // allReduce is a 2-rank torch.distributed (gloo) trainer: 40 all-reduces

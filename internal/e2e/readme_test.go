@@ -5,12 +5,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -223,27 +223,21 @@ func docEnv(t *testing.T) []string {
 	return env
 }
 
-// defaultPorts is held by the tests that start dev on the ports `make run`
-// uses, one at a time; every other test picks its own.
-var defaultPorts sync.Mutex
-
 // TestReadme runs every README shell block meant to be run, in order, as a
 // new user would after `make run`: a fresh `trainyard dev` on the default
 // ports, from a checkout. Any failing command, or an output that
-// contradicts the one the README shows, fails it.
+// contradicts the one the README shows, fails it. It is the only test on
+// the ports `make run` uses (the README's curl lines name them).
 func TestReadme(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a CartPole run to 475 and a self-play loop")
 	}
 	t.Parallel()
-	defaultPorts.Lock()            // the ports `make run` uses
-	t.Cleanup(defaultPorts.Unlock) // registered first, so run after dev is killed
 	blocks := runnableBlocks(t, "../../README.md")
 	if len(blocks) < 5 {
 		t.Fatalf("only %d runnable blocks in README.md", len(blocks))
 	}
 	dir := checkout(t)
-	// The ports `make run` uses: the README's curl lines name them.
 	startDev(t, filepath.Join(dir, ".trainyard"), "--api-port", "8080", "--temporal-port", "7233", "--ui-port", "8233", "--s3-port", "9000")
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
@@ -251,28 +245,36 @@ func TestReadme(t *testing.T) {
 }
 
 // TestDocsQuickStarts runs the docs' shell blocks meant to be run the same
-// way, on a local cluster named lab (what the docs call it).
+// way, on a local cluster named lab (what the docs call it). Its dev has
+// ports of its own, so it runs beside TestReadme: the docs' curl lines
+// name localhost:8080, and a curlrc (CURL_HOME) sends them to its API.
 func TestDocsQuickStarts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a CartPole run to 475, a sweep and a self-play loop")
 	}
 	t.Parallel()
-	defaultPorts.Lock()            // the ports `make run` uses
-	t.Cleanup(defaultPorts.Unlock) // registered first, so run after dev is killed
 	var blocks []docBlock
 	for _, f := range []string{"training.md", "selfplay.md", "scheduling.md", "observability.md", "llm.md"} {
 		blocks = append(blocks, runnableBlocks(t, filepath.Join("../../docs", f))...)
 	}
 	dir := checkout(t)
-	dev := startDev(t, filepath.Join(dir, ".trainyard"), "--api-port", "8080", "--temporal-port", "7233", "--ui-port", "8233", "--s3-port", "9000")
+	dev := startDev(t, filepath.Join(dir, ".trainyard"))
 	local, err := os.ReadFile("../../deploy/examples/local.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", strings.Replace(string(local), "name: dev", "name: lab", 1)))
+	u, err := url.Parse(dev.ep.API)
+	if err != nil {
+		t.Fatal(err)
+	}
+	curlHome := t.TempDir()
+	if err := os.WriteFile(filepath.Join(curlHome, ".curlrc"), fmt.Appendf(nil, "connect-to = \"localhost:8080:%s\"\n", u.Host), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	runDocs(t, ctx, dir, docEnv(t), blocks)
+	runDocs(t, ctx, dir, append(docEnv(t), "CURL_HOME="+curlHome), blocks)
 }
 
 // TestDocBlocks: which blocks run, which output goes with which block, and

@@ -16,7 +16,7 @@ import (
 	"github.com/trainyard/trainyard/internal/plugintest"
 )
 
-// TestDevRestartsAfterKill9: 20 times kill -9 of `trainyard dev` and a start
+// TestDevRestartsAfterKill9: 12 times kill -9 of `trainyard dev` and a start
 // on the same data dir, with three local agents connected and a CartPole run
 // in flight. Every start comes up (a user saw the first one after a kill -9
 // exit with "bind: address already in use" on a Temporal internal port that
@@ -25,7 +25,7 @@ import (
 // ends completed.
 func TestDevRestartsAfterKill9(t *testing.T) {
 	t.Parallel()
-	const cycles = 20
+	const cycles = 12
 	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
 	dir := t.TempDir()
 	dev, restart := crashableLab(t, dir, localSpec, 3)
@@ -35,7 +35,7 @@ func TestDevRestartsAfterKill9(t *testing.T) {
 	var ref struct {
 		ID string `json:"id"`
 	}
-	body := `{"cluster":"lab","env":"CartPole-v1","iterations":250,"checkpoint_every":5,"seed":5}`
+	body := `{"cluster":"lab","env":"CartPole-v1","iterations":150,"checkpoint_every":5,"seed":5}`
 	if code, _, raw := dev.call("POST", "/v1/runs", dev.admin, body, &ref); code != http.StatusCreated {
 		t.Fatalf("submit run: %d %s", code, raw)
 	}

@@ -50,3 +50,37 @@ func TestHeartbeatNeedsTheJoinToken(t *testing.T) {
 		})
 	}
 }
+
+// TestBeatsBeforeTheUndrainAreStale: after an operator's undrain, beats the
+// same agent sent before it heard (they still carry the drain's reason) do
+// not mark the node draining again; once it beats without a drain, a new
+// drain (SIGTERM, a preemption notice) counts. Before, one such beat left
+// the node draining for good and its work "infeasible: no nodes".
+func TestBeatsBeforeTheUndrainAreStale(t *testing.T) {
+	tok, _ := joinkey.New()
+	const requested = "drain requested (deadline 1m0s)"
+	for _, tc := range []struct {
+		name      string
+		undrained string
+		beats     []string // each beat's Draining, from agent a1
+		draining  bool
+	}{
+		{"stale beat after an undrain", requested, []string{requested}, false},
+		{"undrain heard, then SIGTERM", requested, []string{requested, "", "SIGTERM"}, true},
+		{"no undrain pending", "", []string{requested}, true},
+		{"another reason", requested, []string{"preemption notice"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := State{Name: "lab", Settings: Settings{JoinKey: tok.Public()}.withDefaults(), Order: []string{"n1"},
+				Nodes: map[string]*nodeState{"n1": {Health: Idle, AgentID: "a1", Undrained: tc.undrained}}}
+			c := &controller{st: &st}
+			for i, d := range tc.beats {
+				seq := int64(10 + i)
+				c.heartbeat(time.Unix(1000+seq, 0), Heartbeat{Node: "n1", AgentID: "a1", Seq: seq, Sig: tok.Sign("n1", "a1", seq), Draining: d})
+			}
+			if n := st.Nodes["n1"]; n.Draining != tc.draining {
+				t.Fatalf("draining = %v (%q), want %v; events %q", n.Draining, n.DrainReason, tc.draining, st.Events)
+			}
+		})
+	}
+}

@@ -363,12 +363,15 @@ type nodeState struct {
 	Error    string           `json:"error,omitempty"`
 	Draining bool             `json:"draining,omitempty"`
 	// DrainReason: why (empty for a cluster going down).
-	DrainReason string             `json:"drain_reason,omitempty"`
-	Reported    resources.Capacity `json:"reported"`
-	GPUUtil     []int              `json:"gpu_util,omitempty"`
-	LastBeat    time.Time          `json:"last_beat"`
-	AgentID     string             `json:"agent_id,omitempty"`
-	AgentPID    int                `json:"agent_pid,omitempty"`
+	DrainReason string `json:"drain_reason,omitempty"`
+	// Undrained is the reason of a drain an operator lifted, until the
+	// agent says it heard: its beats sent before then still carry it.
+	Undrained string             `json:"undrained,omitempty"`
+	Reported  resources.Capacity `json:"reported"`
+	GPUUtil   []int              `json:"gpu_util,omitempty"`
+	LastBeat  time.Time          `json:"last_beat"`
+	AgentID   string             `json:"agent_id,omitempty"`
+	AgentPID  int                `json:"agent_pid,omitempty"`
 	// LastSeq is the sequence number of the last heartbeat accepted.
 	LastSeq   int64            `json:"last_seq,omitempty"`
 	Allocated map[string]Usage `json:"allocated,omitempty"` // by job id

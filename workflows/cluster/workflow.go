@@ -336,6 +336,12 @@ func (c *controller) drainNode(ctx workflow.Context, cmd Command) {
 			err = workflow.ExecuteActivity(actx, (*AgentActivities).DrainNode, DrainRequest{Reason: n.DrainReason, Deadline: now.Add(cmd.Deadline)}).Get(ctx, nil)
 		}
 	} else {
+		if workflow.GetVersion(ctx, "undrain-ignores-stale-beats", workflow.DefaultVersion, 1) == 1 {
+			// Beats the agent sent before it heard this still say it drains:
+			// they must not mark the node draining again (they did, and
+			// with the same agent nothing cleared it).
+			n.Undrained = n.DrainReason
+		}
 		n.Draining, n.DrainReason = false, ""
 		c.event(now, "node %s takes work again", cmd.Name)
 		if live {
@@ -344,6 +350,7 @@ func (c *controller) drainNode(ctx workflow.Context, cmd Command) {
 	}
 	if err != nil {
 		c.event(workflow.Now(ctx), "%s %s: agent not told: %v", cmd.Op, cmd.Name, err)
+		n.Undrained = "" // it drains still: its beats say so
 	}
 }
 
@@ -456,6 +463,8 @@ func (c *controller) heartbeat(now time.Time, hb Heartbeat) {
 		c.event(now, "node %s is back", hb.Node)
 	}
 	switch {
+	case hb.Draining != "" && !n.Draining && hb.Draining == n.Undrained && hb.AgentID == n.AgentID:
+		// Sent before the agent heard the operator's undrain.
 	case hb.Draining != "" && !n.Draining:
 		c.event(now, "node %s drains: %s", hb.Node, hb.Draining)
 		n.Draining, n.DrainReason = true, hb.Draining
@@ -463,6 +472,9 @@ func (c *controller) heartbeat(now time.Time, hb Heartbeat) {
 		// A new agent process (the node came back after its drain).
 		c.event(now, "node %s takes work again: a new agent", hb.Node)
 		n.Draining, n.DrainReason = false, ""
+	}
+	if hb.Draining == "" || hb.AgentID != n.AgentID {
+		n.Undrained = ""
 	}
 	n.LastBeat, n.AgentID, n.AgentPID, n.Reported, n.GPUUtil = now, hb.AgentID, hb.PID, hb.Resources, hb.GPUUtil
 	if n.Health != Stopped {
