@@ -27,7 +27,9 @@ deny contains {"rule": "input", "reason": "input.cluster.summary is missing"} if
 }
 
 # Checks of a proposed placement (input.placement) go to placement_deny:
-# a submission without one skips them all with this one test.
+# a submission without one skips them all with this one test. The cluster
+# workflow asks about every placement its scheduler proposes and commits
+# none of them refuses (docs/scheduling.md, "Where each rule decides").
 deny contains d if {
 	input.placement
 	some d in placement_deny

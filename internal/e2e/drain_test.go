@@ -172,8 +172,8 @@ nodes:
 	rs := r.Progress.Restores[len(r.Progress.Restores)-1]
 	t.Logf("kill -9: %s seen at iteration %d, resumed on %s from iteration %d: %d or more iterations redone, up to %d (the drains above: 0)",
 		node, seen, rs.Node, rs.Iteration, max(seen-rs.Iteration, 0), every)
-	// The kill came at or after the iteration seen (heartbeats are
-	// throttled, so how far after is not known): the run resumes from the
+	// The kill came at or after the iteration seen (the last heartbeat,
+	// so how far after is not known): the run resumes from the
 	// last checkpoint before it, at most one interval back, with one lost
 	// segment.
 	if rs.Iteration < seen-every || r.Progress.Failures != 1 {

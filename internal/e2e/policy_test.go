@@ -146,6 +146,42 @@ test_gpu_job_paused if {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+
+	// A placement rule in Rego decides live: the cluster asks the bundle
+	// about each placement its scheduler proposes. Work of config "pinned"
+	// runs on worker-2 only; work of config "nowhere" waits, the rule's
+	// reason in its status, until a bundle without that rule is in force.
+	pinned := copyDir(t, pause)
+	os.WriteFile(filepath.Join(pinned, "pinned.rego"), []byte(`package trainyard.admission
+
+import rego.v1
+
+placement_deny contains {"rule": "pinned", "reason": sprintf("config pinned runs on worker-2 only, not on %s", [p.node])} if {
+	input.work.config == "pinned"
+	some p in input.placement
+	p.node != "worker-2"
+}
+
+placement_deny contains {"rule": "nowhere", "reason": "config nowhere is not placed"} if {
+	input.work.config == "nowhere"
+	count(input.placement) > 0
+}
+`), 0o644)
+	cli(t, dev, "policy", "push", pinned)
+	g := gate{t.TempDir()}
+	for range 3 {
+		id := workJob(t, dev, oneRole("lab", "job", "pinned", 0, g.cmd("pinned")))
+		if j := waitJob(t, dev, id, "running", running); j.Progress.Node != "worker-2" {
+			t.Fatalf("job %s of config pinned runs on %s, want worker-2 (the rule in force)", id, j.Progress.Node)
+		}
+	}
+	g.open(t, "pinned")
+	nowhere := workJob(t, dev, oneRole("lab", "job", "nowhere", 0, []string{"true"}))
+	waitJob(t, dev, nowhere, "waiting on the rule", func(j placedJob) bool {
+		return j.Progress.State == "waiting" && strings.Contains(j.Progress.Reason, "policy: nowhere: config nowhere is not placed")
+	})
+	cli(t, dev, "policy", "push", pause)
+	waitJob(t, dev, nowhere, "placed once the rule is gone", func(j placedJob) bool { return j.Progress.Node != "" })
 	cli(t, dev, "cluster", "down", "lab")
 }
 

@@ -49,8 +49,8 @@ nodes:
 		return r
 	}
 
-	// Killed mid-run: once a checkpoint is synced (S3 is asked: the
-	// run's heartbeats reach the server only every 16 s), kill its agent.
+	// Killed mid-run: once a checkpoint is synced (S3 is asked, not the
+	// run's last heartbeat), kill its agent.
 	id := train("250")
 	r := waitRun(t, dev, id, 3*time.Minute, func(runView) bool { return syncedCheckpoints(t, dev, id) >= 1 })
 	first := killRunAgent(t, dev, r)

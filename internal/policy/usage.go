@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -71,4 +72,16 @@ func (d Decision) WaitsOnUsage() bool {
 		}
 	}
 	return true
+}
+
+// Beyond lists d's violations that base lacks ("rule: reason; ..."): what
+// a proposed placement adds to the decision on the work alone.
+func (d Decision) Beyond(base Decision) string {
+	var parts []string
+	for _, v := range d.Violations {
+		if !slices.Contains(base.Violations, v) {
+			parts = append(parts, v.Rule+": "+v.Reason)
+		}
+	}
+	return strings.Join(parts, "; ")
 }

@@ -29,3 +29,17 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadCutShortIsNotFatal: a plugin that fails to load or start fails
+// the run, unless the activity's cancellation cut the load short (a
+// rollout worker cancelled while it validated its plugin failed its
+// whole run).
+func TestLoadCutShortIsNotFatal(t *testing.T) {
+	cancelled := fmt.Errorf("%w: validate: abi_version: %w", pluginhost.ErrInvalidPlugin, context.Canceled)
+	if errors.Is(fatal(cancelled), ErrFatal) {
+		t.Errorf("fatal(%v) is fatal", cancelled)
+	}
+	if bad := fmt.Errorf("%w: bad metadata", pluginhost.ErrInvalidPlugin); !errors.Is(fatal(bad), ErrFatal) {
+		t.Errorf("fatal(%v) is not fatal", bad)
+	}
+}

@@ -440,7 +440,7 @@ func (r *Runner) RunRollouts(ctx context.Context, in RolloutInput, progress func
 	seed := workerSeed(spec.Seed, in.Worker, in.Start)
 	venv, err := envMod.NewVecEnv(ctx, spec.EnvsPerWorker, seed)
 	if err != nil {
-		return st, fmt.Errorf("env plugin %s: %w: %w", short(in.EnvPlugin), ErrFatal, err)
+		return st, fmt.Errorf("env plugin %s: %w", short(in.EnvPlugin), fatal(err))
 	}
 	defer venv.Close()
 	var env envs.VecEnv = venv
@@ -451,7 +451,7 @@ func (r *Runner) RunRollouts(ctx context.Context, in RolloutInput, progress func
 		}
 		defer rm.Close(context.Background())
 		if env, err = pluginhost.Shape(ctx, venv, rm); err != nil {
-			return st, fmt.Errorf("reward plugin %s: %w: %w", short(in.RewardPlugin), ErrFatal, err)
+			return st, fmt.Errorf("reward plugin %s: %w", short(in.RewardPlugin), fatal(err))
 		}
 	}
 	cfg, err := spec.PPOConfig(env.Spec().Name)

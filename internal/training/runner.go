@@ -315,7 +315,7 @@ func (r *Runner) open(ctx context.Context, in SegmentInput, spec Spec) (*session
 	// call still has the plugin's own deadline.
 	venv, err := envMod.NewVecEnv(context.Background(), spec.NumEnvs(), spec.Seed)
 	if err != nil {
-		return fail(fmt.Errorf("env plugin %s: %w: %w", short(in.EnvPlugin), ErrFatal, err))
+		return fail(fmt.Errorf("env plugin %s: %w", short(in.EnvPlugin), fatal(err)))
 	}
 	s.env, s.penv = venv, venv
 	if in.RewardPlugin != "" {
@@ -326,7 +326,7 @@ func (r *Runner) open(ctx context.Context, in SegmentInput, spec Spec) (*session
 		s.mods = append(s.mods, rm)
 		shaped, err := pluginhost.Shape(context.Background(), venv, rm)
 		if err != nil {
-			return fail(fmt.Errorf("reward plugin %s: %w: %w", short(in.RewardPlugin), ErrFatal, err))
+			return fail(fmt.Errorf("reward plugin %s: %w", short(in.RewardPlugin), fatal(err)))
 		}
 		s.env = shaped
 	}
@@ -398,7 +398,7 @@ func (r *Runner) loadWith(ctx context.Context, sha string, o pluginhost.LoadOpti
 	}
 	m, err := r.Plugins.LoadGranted(ctx, wasm, o, g)
 	if err != nil {
-		return nil, fmt.Errorf("plugin %s: %w: %w", short(sha), ErrFatal, err)
+		return nil, fmt.Errorf("plugin %s: %w", short(sha), fatal(err))
 	}
 	return m, nil
 }
@@ -512,6 +512,18 @@ func classify(err error) error {
 		}
 	}
 	return err
+}
+
+// fatal marks err fatal, as a plugin that fails to load or start would
+// fail on any node, unless the activity's cancellation cut it short (see
+// classify): a rollout worker cancelled while it validated its plugin
+// failed its whole run on "invalid plugin: ... abi_version: context
+// canceled".
+func fatal(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrFatal, err)
 }
 
 func short(sha string) string {

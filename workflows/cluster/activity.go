@@ -89,6 +89,44 @@ func (a *Activities) Admit(ctx context.Context, in policy.Input) (string, error)
 	return d.UsageViolations(), nil
 }
 
+// Verdict is the bundle's word on a work the cluster is about to place.
+type Verdict struct {
+	// Wait: a usage rule (quota, one training per config) holds the work.
+	Wait string `json:"wait,omitempty"`
+	// Deny: rules of the bundle's placement_deny refuse the placement the
+	// scheduler proposed.
+	Deny string `json:"deny,omitempty"`
+}
+
+// AdmitPlacement decides a work on the input the cluster workflow built
+// from its own state, and the placement its scheduler proposes for it
+// (in.Placement; none when it proposes none). The scheduler's filters pick
+// candidates from the bundle's data; the bundle's placement rules have the
+// last word on the one picked, so a rule changed in Rego changes what is
+// placed. The work's other rules were decided at submission.
+func (a *Activities) AdmitPlacement(ctx context.Context, in policy.Input) (Verdict, error) {
+	if a.Decide == nil {
+		return Verdict{}, nil
+	}
+	placed := in.Placement
+	in.Placement = nil
+	d, err := a.Decide(ctx, in)
+	if err != nil {
+		return Verdict{}, fmt.Errorf("admission of %s: %w", in.Work.ID, err)
+	}
+	v := Verdict{Wait: d.UsageViolations()}
+	if v.Wait != "" || len(placed) == 0 {
+		return v, nil
+	}
+	in.Placement = placed
+	dp, err := a.Decide(ctx, in)
+	if err != nil {
+		return Verdict{}, fmt.Errorf("placement of %s: %w", in.Work.ID, err)
+	}
+	v.Deny = dp.Beyond(d)
+	return v, nil
+}
+
 // StopAgent stops node's agent (a stopped one is fine).
 func (a *Activities) StopAgent(ctx context.Context, in StopAgentInput) error {
 	if err := a.Provisioners.Stop(ctx, in.Node, in.Handle); err != nil {

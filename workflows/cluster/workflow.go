@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -14,6 +16,7 @@ import (
 	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/joinkey"
 	"github.com/trainyard/trainyard/internal/ledger"
+	"github.com/trainyard/trainyard/internal/policy"
 	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/internal/provision"
 	"github.com/trainyard/trainyard/internal/scheduler"
@@ -241,7 +244,6 @@ func (c *controller) admitAndAllocate(ctx workflow.Context, req AllocateRequest)
 			if err != nil {
 				return Allocation{}, err
 			}
-			in := c.status(workflow.Now(ctx)).AdmissionInput(pp, req.JobID, *req.Work)
 			// A regular activity, not a local one: the Go SDK does not
 			// replay local activities inside update handlers (it waits
 			// forever for their markers).
@@ -249,6 +251,12 @@ func (c *controller) admitAndAllocate(ctx workflow.Context, req AllocateRequest)
 				StartToCloseTimeout: 30 * time.Second,
 				RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 			})
+			// Versioned: older histories asked the bundle about the work
+			// alone, and its placement rules decided nothing live.
+			if workflow.GetVersion(ctx, "placement-through-bundle", workflow.DefaultVersion, 1) == 1 {
+				return c.admitPlacement(ctx, actx, pp, req)
+			}
+			in := c.status(workflow.Now(ctx)).AdmissionInput(pp, req.JobID, *req.Work)
 			if err := workflow.ExecuteActivity(actx, (*Activities).Admit, in).Get(ctx, &req.PolicyWait); err != nil {
 				return Allocation{}, fmt.Errorf("admission of %s: %w", req.JobID, err)
 			}
@@ -256,6 +264,63 @@ func (c *controller) admitAndAllocate(ctx workflow.Context, req AllocateRequest)
 	}
 	return c.allocate(workflow.Now(ctx), req)
 }
+
+// admitPlacement asks the bundle, in one activity, about the work and the
+// placement the scheduler proposes for it, and commits that placement
+// unless a rule of the bundle's placement_deny refuses it. A refused
+// placement's nodes are left out and the next proposal is asked about;
+// when none is left the work waits, the rules' reasons in the queue.
+// Heartbeats and releases may change the state while the activity runs, so
+// the placement is proposed again afterwards and committed only if it is
+// the one the bundle saw; otherwise the new one is asked about.
+func (c *controller) admitPlacement(ctx, actx workflow.Context, pp params.Params, req AllocateRequest) (Allocation, error) {
+	work := scheduler.Work{ID: req.JobID, Spec: *req.Work}
+	exclude := slices.Clone(req.Exclude)
+	propose := func() []policy.Placed {
+		now := workflow.Now(ctx)
+		c.pruneQueue(now)
+		if p := c.placeQueued(now, pp, exclude, work); p.Status == scheduler.Placed {
+			return policy.PlacementInput(p.Assignments)
+		}
+		return nil
+	}
+	var denied []string
+	placed := propose()
+	for range maxPlacementAsks {
+		in := c.status(workflow.Now(ctx)).AdmissionInput(pp, req.JobID, *req.Work)
+		in.Placement = placed
+		var v Verdict
+		if err := workflow.ExecuteActivity(actx, (*Activities).AdmitPlacement, in).Get(ctx, &v); err != nil {
+			return Allocation{}, fmt.Errorf("admission of %s: %w", req.JobID, err)
+		}
+		if v.Deny != "" && v.Wait == "" {
+			denied = append(denied, v.Deny)
+			for _, p := range placed {
+				exclude = append(exclude, p.Node)
+			}
+			if placed = propose(); placed == nil {
+				break
+			}
+			continue
+		}
+		if now := propose(); v.Wait == "" && !reflect.DeepEqual(now, placed) {
+			placed = now
+			continue
+		}
+		req.PolicyWait, req.Exclude = v.Wait, exclude
+		return c.allocate(workflow.Now(ctx), req)
+	}
+	why := "the cluster kept changing while its placement was checked"
+	if len(denied) > 0 {
+		why = "policy: " + strings.Join(denied, "; ")
+		c.enqueue(workflow.Now(ctx), work.Spec, req.JobID, why, false)
+	}
+	return Allocation{}, temporal.NewApplicationError("no node can take the job now: "+why, ErrNoCapacity)
+}
+
+// maxPlacementAsks bounds the placements one allocation asks the bundle
+// about (refused ones, or ones the state changed under).
+const maxPlacementAsks = 4
 
 func (c *controller) event(now time.Time, format string, args ...any) {
 	c.st.Events = append(c.st.Events, now.UTC().Format(time.RFC3339)+" "+fmt.Sprintf(format, args...))
