@@ -67,7 +67,12 @@ func waitLoop(t *testing.T, dev *devProc, id string, limit time.Duration, cond f
 			t.Fatalf("loop %s ended %s before the awaited state: %s (phase %s: %s)", id, sp.Status, sp.Error, sp.State.Phase, sp.State.Reason)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("loop %s not in the awaited state after %v: phase %s (%s), generation %d", id, limit, sp.State.Phase, sp.State.Reason, sp.State.Generation)
+			var attempts []int
+			for _, g := range sp.State.Generations {
+				attempts = append(attempts, g.Attempts)
+			}
+			t.Fatalf("loop %s not in the awaited state after %v: phase %s (%s) on %s, generation %d, attempts %v, %d failures, %d drains, live %+v",
+				id, limit, sp.State.Phase, sp.State.Reason, sp.State.Node, sp.State.Generation, attempts, sp.State.Failures, sp.State.Drains, sp.Live)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}

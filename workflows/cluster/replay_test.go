@@ -16,9 +16,13 @@ import (
 // and a one-role training job; the ledger and queue in state), and
 // history-v4.json, recorded with join keys (signed heartbeats) and
 // admit-in-cluster (three trainings of one config submitted at once, each
-// admitted by the Admit activity in turn, and a plain job).
+// admitted by the Admit activity in turn, and a plain job), and
+// history-v5.json, recorded with placement-through-bundle (three trainings
+// of one config and two plain jobs, each placement asked about by the
+// AdmitPlacement activity) and undrain-ignores-stale-beats (a drain and an
+// undrain of a node).
 func TestReplay(t *testing.T) {
-	for _, file := range []string{"testdata/history.json", "testdata/history-v2.json", "testdata/history-v3.json", "testdata/history-v4.json"} {
+	for _, file := range []string{"testdata/history.json", "testdata/history-v2.json", "testdata/history-v3.json", "testdata/history-v4.json", "testdata/history-v5.json"} {
 		replaytest.Replay(t, Workflow, Name, file)
 	}
 }
