@@ -59,19 +59,11 @@ func (r *Runner) RunLoopRollouts(ctx context.Context, in LoopRolloutInput, beat 
 	for _, c := range clients {
 		byName[c.Endpoint().Name] = c
 	}
-	g := pluginhost.Grants{HTTP: pluginhost.NewHTTPGrant(in.RunID, byName, pluginhost.HTTPLimits{Rate: spec.Capabilities.HTTPRate, Burst: spec.Capabilities.HTTPBurst})}
-	mod, err := r.loadWith(ctx, in.EnvPlugin, pluginhost.LoadOptions{Limits: pluginhost.Limits{PoolSize: spec.LLM.MaxConcurrency}}, g)
-	if err != nil {
-		return st, err
-	}
-	defer mod.Close(context.WithoutCancel(ctx))
-
+	// Heartbeats start first: loading the plugin and waiting for the
+	// trajectory pool (its trainer may be moving) take longer than the
+	// heartbeat timeout under load, and a worker that said nothing while it
+	// waited was lost and placed again, 20 times over, failing the run.
 	var waiting atomic.Pointer[string]
-	pool := &trajpool.Client{URL: in.Pool, Waiting: func(s string) { waiting.Store(&s) }}
-	done, err := pool.Accepted(ctx)
-	if err != nil {
-		return st, err
-	}
 	live := &rolloutworker.Live{}
 	var skipped atomic.Int64
 	status := func(per float64) LoopWorkerStatus {
@@ -107,6 +99,18 @@ func (r *Runner) RunLoopRollouts(ctx context.Context, in LoopRolloutInput, beat 
 			}
 		}
 	}()
+	g := pluginhost.Grants{HTTP: pluginhost.NewHTTPGrant(in.RunID, byName, pluginhost.HTTPLimits{Rate: spec.Capabilities.HTTPRate, Burst: spec.Capabilities.HTTPBurst})}
+	mod, err := r.loadWith(ctx, in.EnvPlugin, pluginhost.LoadOptions{Limits: pluginhost.Limits{PoolSize: spec.LLM.MaxConcurrency}}, g)
+	if err != nil {
+		return st, err
+	}
+	defer mod.Close(context.WithoutCancel(ctx))
+
+	pool := &trajpool.Client{URL: in.Pool, Waiting: func(s string) { waiting.Store(&s) }}
+	done, err := pool.Accepted(ctx)
+	if err != nil {
+		return st, err
+	}
 	workers := int64(max(in.Workers, 1))
 	_, err = rolloutworker.Run(ctx, rolloutworker.Config{
 		Name: fmt.Sprintf("rollout-%d", in.Worker), Module: mod, Concurrency: spec.LLM.MaxConcurrency,
