@@ -73,8 +73,10 @@ func (a *Activities) StartAgent(ctx context.Context, in StartAgentInput) (provis
 	return h, nil
 }
 
-// Admit decides a work on the input the cluster workflow built from its own
-// state, from inside its allocate update; what it returns is
+// Admit is what executions recorded before placement-through-bundle call
+// (AdmitPlacement replaced it; kept for their replay). It decides a work on
+// the input the cluster workflow built from its own state, from inside its
+// allocate update; what it returns is
 // why a usage rule (quota, one training per config) holds the work, or "".
 // The other rules were decided at submission, and whether the work fits now
 // is the scheduler's to say.
