@@ -9,6 +9,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/trainyard/trainyard/internal/policy"
+	"github.com/trainyard/trainyard/policies"
 )
 
 // TestEveryRuleDecidesLive is issue 30's mutation test of the bundle, live:
@@ -74,31 +77,21 @@ func TestEveryRuleDecidesLive(t *testing.T) {
 // shippedBundle is policies/ without its tests, GPU preservation on.
 func shippedBundle(t *testing.T) map[string]string {
 	t.Helper()
-	files, err := filepath.Glob("../../policies/*.rego")
+	shipped, err := policy.LoadFS(policies.FS)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := map[string]string{}
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.rego") {
-			continue
+	for name, src := range shipped.Modules {
+		if !policy.IsTest(name) {
+			b[name] = src
 		}
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b[filepath.Base(f)] = string(src)
 	}
-	raw, err := os.ReadFile("../../policies/data.json")
+	shipped.Data["trainyard"].(map[string]any)["params"].(map[string]any)["gpu_preservation"].(map[string]any)["enabled"] = true
+	raw, err := json.MarshalIndent(shipped.Data, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var data map[string]any
-	if err := json.Unmarshal(raw, &data); err != nil {
-		t.Fatal(err)
-	}
-	data["trainyard"].(map[string]any)["params"].(map[string]any)["gpu_preservation"].(map[string]any)["enabled"] = true
-	raw, _ = json.MarshalIndent(data, "", "  ")
 	b["data.json"] = string(raw)
 	return b
 }
