@@ -133,9 +133,11 @@ const policyRefresh = 15 * time.Second
 // iteration, a self-play batch's games) from its last heartbeat that
 // reached Temporal. The SDK sends one per 0.8 × the heartbeat timeout, at
 // most 60 s by default: a batch with a 120 s timeout showed nothing for its
-// first minute. Our activities heartbeat every 2 s or slower, so this sends
-// each one.
-const heartbeatThrottle = 2 * time.Second
+// first minute. This sends one per 5 s. Not less: the SDK gives a heartbeat's
+// RPC the throttle interval to finish, and at 2 s a loaded control plane
+// (3.5 s answers on 2 busy cores) failed every heartbeat until healthy
+// activities timed out.
+const heartbeatThrottle = 5 * time.Second
 
 func startWorker(c client.Client, store *objstore.Store, rt *pluginhost.Runtime, al agentLaunch, adm *admission.Service) (worker.Worker, error) {
 	host, _ := os.Hostname()

@@ -340,6 +340,9 @@ func runTable(w *tabwriter.Writer, r api.Run) {
 		fmt.Fprintf(w, "iteration\t%d\ntimesteps\t%d\nmean return\t%.2f (best %.2f)\n", p.Iteration, p.Timesteps, p.MeanReturn, p.BestReturn)
 	}
 	fmt.Fprintf(w, "checkpoint\t%d\nplacements\t%d\nlost segments\t%d\nmoved off draining nodes\t%d\n", p.Checkpoint, p.Placements, p.Failures, p.Drains)
+	if p.LastFailure != "" {
+		fmt.Fprintf(w, "last lost segment\t%s\n", p.LastFailure)
+	}
 	if n := len(p.Metrics); n > 0 {
 		m := p.Metrics[n-1]
 		fmt.Fprintf(w, "last iteration\tsteps/s %.0f  policy loss %.4f  value loss %.4f  kl %.5f  entropy %.4f\n", m.StepsPerSecond, m.PolicyLoss, m.ValueLoss, m.ApproxKL, m.Entropy)
@@ -353,6 +356,8 @@ func runTable(w *tabwriter.Writer, r api.Run) {
 		fmt.Fprintf(w, "rollout worker %d\t%s on %s (%d placements, %d lost)", rw.Worker, rw.State, orDash(rw.Node), rw.Placements, rw.Failures)
 		if rw.Reason != "" {
 			fmt.Fprintf(w, ": %s", rw.Reason)
+		} else if rw.LastFailure != "" {
+			fmt.Fprintf(w, "; last lost: %s", rw.LastFailure)
 		}
 		fmt.Fprintln(w)
 	}

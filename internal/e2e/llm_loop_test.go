@@ -28,12 +28,14 @@ type loopRun struct {
 		Reason         string `json:"reason"`
 		Node           string `json:"node"`
 		Failures       int    `json:"failures"`
+		LastFailure    string `json:"last_failure"`
 		Checkpoint     int64  `json:"checkpoint"`
 		RolloutWorkers []struct {
-			State      string `json:"state"`
-			Node       string `json:"node"`
-			Placements int    `json:"placements"`
-			Failures   int    `json:"failures"`
+			State       string `json:"state"`
+			Node        string `json:"node"`
+			Placements  int    `json:"placements"`
+			Failures    int    `json:"failures"`
+			LastFailure string `json:"last_failure"`
 		} `json:"rollout_workers"`
 		Loop *loopStatus `json:"loop"`
 	} `json:"progress"`

@@ -24,8 +24,10 @@ import (
 // fragments meet only in S3 (internal/training/distributed.go), so neither
 // side's restart needs the other's cooperation.
 
-// rolloutHeartbeat: a worker silent this long is presumed dead.
-const rolloutHeartbeat = 10 * time.Second
+// rolloutHeartbeat: a worker silent this long is presumed dead. As the
+// trainer's: at 10 s, a control plane slow to answer heartbeats (seconds,
+// on a loaded machine) lost healthy workers.
+const rolloutHeartbeat = 20 * time.Second
 
 // fleet is a run's rollout-worker coroutines.
 type fleet struct {
@@ -157,7 +159,8 @@ func (f *fleet) run(ctx workflow.Context, in Input, spec training.Spec, p *RunPr
 			return
 		default:
 			rw.Failures++
-			rw.Reason = "lost on node " + node + ": " + job.Reason(err) + "; placing it again"
+			rw.LastFailure = "lost on node " + node + ": " + job.Reason(err)
+			rw.Reason = rw.LastFailure + "; placing it again"
 			// Versioned: older histories placed it again without avoiding the node.
 			if workflow.GetVersion(ctx, "rollout-avoid-lost-node", workflow.DefaultVersion, 1) == 1 {
 				lost = node

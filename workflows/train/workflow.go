@@ -99,9 +99,12 @@ type RunProgress struct {
 	Nodes      []string `json:"nodes,omitempty" doc:"Every node the trainer was placed on, oldest first (kept after the run ends)."`
 	Placements int      `json:"placements"`
 	Failures   int      `json:"failures" doc:"Segments lost to node deaths or outages, each redone from the latest checkpoint."`
-	Iteration  int64    `json:"iteration"`
-	Timesteps  int64    `json:"timesteps"`
-	Checkpoint int64    `json:"checkpoint" doc:"Sequence number of the latest checkpoint (0: none yet)."`
+	// LastFailure outlives the wait that follows it: a run that failed
+	// and runs again still says why it failed.
+	LastFailure string `json:"last_failure,omitempty" doc:"What the latest lost segment died of (kept while the run runs again)."`
+	Iteration   int64  `json:"iteration"`
+	Timesteps   int64  `json:"timesteps"`
+	Checkpoint  int64  `json:"checkpoint" doc:"Sequence number of the latest checkpoint (0: none yet)."`
 	// MeanReturn is the mean return of the last 100 episodes.
 	MeanReturn float64      `json:"mean_return"`
 	BestReturn float64      `json:"best_return"`
@@ -124,13 +127,14 @@ type RunProgress struct {
 
 // RolloutWorker is one rollout-worker slot of a distributed run.
 type RolloutWorker struct {
-	Worker     int      `json:"worker"`
-	State      string   `json:"state" enum:"waiting,infeasible,running,stopped"`
-	Node       string   `json:"node,omitempty"`
-	Nodes      []string `json:"nodes,omitempty" doc:"Every node it was placed on, oldest first."`
-	Reason     string   `json:"reason,omitempty" doc:"Why it waits, or what happened to its last placement."`
-	Placements int      `json:"placements"`
-	Failures   int      `json:"failures" doc:"Placements lost (node death, agent killed, S3 outage); each placed again."`
+	Worker      int      `json:"worker"`
+	State       string   `json:"state" enum:"waiting,infeasible,running,stopped"`
+	Node        string   `json:"node,omitempty"`
+	Nodes       []string `json:"nodes,omitempty" doc:"Every node it was placed on, oldest first."`
+	Reason      string   `json:"reason,omitempty" doc:"Why it waits, or what happened to its last placement."`
+	Placements  int      `json:"placements"`
+	Failures    int      `json:"failures" doc:"Placements lost (node death, agent killed, S3 outage); each placed again."`
+	LastFailure string   `json:"last_failure,omitempty" doc:"What the latest lost placement died of (kept while it runs again)."`
 }
 
 func (p *RunProgress) apply(seg training.SegmentResult) {
@@ -258,7 +262,8 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			return true, res, err
 		}
 		p.Failures++
-		p.Reason = "segment on node " + alloc.Node + " lost: " + job.Reason(err) + "; resuming from checkpoint " + fmt.Sprint(p.Checkpoint)
+		p.LastFailure = "segment on node " + alloc.Node + " lost: " + job.Reason(err)
+		p.Reason = p.LastFailure + "; resuming from checkpoint " + fmt.Sprint(p.Checkpoint)
 		avoid(alloc.Node)
 		p.State = "waiting" // before release blocks: a query must not see a lost run "running"
 		release()
