@@ -99,10 +99,23 @@ endpoints:
 		t.Fatalf("refused runs reached the endpoint %d times", srv.Requests())
 	}
 
+	// The rate cap is the bundle's alone (policies/capabilities.rego): with
+	// the cluster capped at 100 requests/s the run is refused, and with the
+	// rule disabled the same run is admitted (mutation, as
+	// TestEveryRuleDecidesLive does for the other rules).
+	body := `{` + base + `,"capabilities":{"http":["llm"],"http_rate":500}}`
+	capped := shippedBundle(t, map[string]any{"capabilities": map[string]any{"max_http_rate": 100}})
+	pushBundle(t, dev, capped)
+	code, hdr, raw := dev.call("POST", "/v1/runs", dev.admin, body, nil)
+	assertProblem(t, code, hdr, raw, http.StatusForbidden, "policy.capabilities")
+	if !strings.Contains(string(raw), "exceeds the cluster's limit of 100") {
+		t.Fatalf("refusal does not give the cap: %s", raw)
+	}
+	pushBundle(t, dev, disableRule(t, capped, "capabilities"))
+
 	var ref struct {
 		ID string `json:"id"`
 	}
-	body := `{` + base + `,"capabilities":{"http":["llm"],"http_rate":500}}`
 	if code, _, raw := dev.call("POST", "/v1/runs", dev.admin, body, &ref); code != http.StatusCreated {
 		t.Fatalf("submit: %d %s", code, raw)
 	}

@@ -16,7 +16,8 @@ import (
 
 // TestEveryRuleDecidesLive is issue 30's mutation test of the bundle, live:
 // for each rule of policies/, a bundle with that rule disabled is pushed to
-// `trainyard dev`, and a submission the rule decided is decided otherwise.
+// `trainyard dev`, and a submission the rule decided is decided otherwise
+// (capabilities: TestLLMRunGrantsEndpoint, which has an endpoint).
 // Between rules the shipped bundle goes back in force (its modules, GPU
 // preservation on in its data, its tests left out: they encode the
 // shipped data and the rule). The placement_deny halves of these rules
@@ -74,8 +75,9 @@ func TestEveryRuleDecidesLive(t *testing.T) {
 	})
 }
 
-// shippedBundle is policies/ without its tests, GPU preservation on.
-func shippedBundle(t *testing.T) map[string]string {
+// shippedBundle is policies/ without its tests, GPU preservation on, and
+// with params' top-level keys set from set.
+func shippedBundle(t *testing.T, set ...map[string]any) map[string]string {
 	t.Helper()
 	shipped, err := policy.LoadFS(policies.FS)
 	if err != nil {
@@ -87,7 +89,11 @@ func shippedBundle(t *testing.T) map[string]string {
 			b[name] = src
 		}
 	}
-	shipped.Data["trainyard"].(map[string]any)["params"].(map[string]any)["gpu_preservation"].(map[string]any)["enabled"] = true
+	params := shipped.Data["trainyard"].(map[string]any)["params"].(map[string]any)
+	params["gpu_preservation"].(map[string]any)["enabled"] = true
+	for _, s := range set {
+		maps.Copy(params, s)
+	}
 	raw, err := json.MarshalIndent(shipped.Data, "", "  ")
 	if err != nil {
 		t.Fatal(err)
