@@ -128,6 +128,20 @@ type runLogsOutput struct {
 	}
 }
 
+// AlgorithmInfo is one registered algorithm (internal/training/algorithm.go).
+type AlgorithmInfo struct {
+	Name  string `json:"name"`
+	Doc   string `json:"doc"`
+	Shape string `json:"shape" doc:"How the run workflow runs it: segments (the built-in learner), command (your trainer process) or loop (the LLM-RL loop)."`
+	Kind  string `json:"kind,omitempty" doc:"The run kind that sets it; unset: a kind training run names it in algorithm."`
+}
+
+type listAlgorithmsOutput struct {
+	Body struct {
+		Algorithms []AlgorithmInfo `json:"algorithms"`
+	}
+}
+
 // runPrefix marks training-run workflow ids.
 const runPrefix = "run-"
 
@@ -149,7 +163,7 @@ func (s *Server) registerRuns() {
 			}
 			ids = append(ids, env.ID)
 		}
-		if spec.Algorithm == training.AlgorithmPPO {
+		if spec.Shape() == training.ShapeSegments {
 			if _, err := spec.PPOConfig(env.Metadata.Name); err != nil {
 				return nil, fieldErrors("invalid run spec", err)
 			}
@@ -183,6 +197,15 @@ func (s *Server) registerRuns() {
 		out.Body.ID, out.Body.WorkflowID, out.Body.EnvPlugin = id, wr.GetID(), env.ID
 		return out, nil
 	})
+
+	huma.Register(s.API, op(http.MethodGet, "/v1/algorithms", "list-algorithms", "The algorithms a run may name, from the registry", auth.Viewer, "runs"),
+		func(context.Context, *struct{}) (*listAlgorithmsOutput, error) {
+			out := &listAlgorithmsOutput{}
+			for _, a := range training.Algorithms() {
+				out.Body.Algorithms = append(out.Body.Algorithms, AlgorithmInfo{Name: a.Name, Doc: a.Doc, Shape: string(a.Shape), Kind: a.Kind})
+			}
+			return out, nil
+		})
 
 	huma.Register(s.API, op(http.MethodGet, "/v1/runs", "list-runs", "List training runs, newest first", auth.Viewer, "runs"),
 		func(ctx context.Context, in *listRunsInput) (*listRunsOutput, error) {
@@ -235,7 +258,7 @@ func (s *Server) registerRuns() {
 			if err != nil {
 				return nil, err
 			}
-			if r.Spec.Algorithm == training.AlgorithmCommand {
+			if !r.Spec.Shape().Pausable() {
 				// The platform cannot see a command's checkpoint boundaries.
 				return nil, huma.Error409Conflict("run " + in.ID + ": " + c.verb + " applies to the built-in learner; stop a command trainer with cancel (its checkpoint dir is synced first)")
 			}
@@ -403,7 +426,7 @@ func (s *Server) getRun(ctx context.Context, id string) (Run, error) {
 	if in, err := s.runInput(ctx, id); err == nil {
 		r.Spec, r.Name, r.Cluster, r.Env = in.Spec, in.Spec.Name, in.Spec.Cluster, in.Spec.Env
 	}
-	if r.Spec.Algorithm == training.AlgorithmCommand || r.Spec.Kind == training.KindLLM {
+	if !r.Spec.Shape().Learns() {
 		r.Scalars = s.latestScalars(ctx, id)
 	}
 	return r, nil

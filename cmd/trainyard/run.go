@@ -26,7 +26,7 @@ import (
 
 func newRunCmd() *cobra.Command {
 	cf := &clientFlags{}
-	cmd := &cobra.Command{Use: "run", Short: "Training runs: train, llm, ls, show, logs, pause, resume, cancel, checkpoints, download, scalars, tensorboard"}
+	cmd := &cobra.Command{Use: "run", Short: "Training runs: train, llm, ls, algorithms, show, logs, pause, resume, cancel, checkpoints, download, scalars, tensorboard"}
 	addClientFlags(cmd, cf)
 
 	var spec training.Spec
@@ -63,7 +63,10 @@ func newRunCmd() *cobra.Command {
 				return fmt.Errorf(`required flag(s) "cluster" not set (or --local to train in this process)`)
 			}
 			if len(args) > 0 {
-				spec.Algorithm, spec.Command = "command", args
+				if spec.Algorithm != "" && spec.Algorithm != training.AlgorithmCommand {
+					return fmt.Errorf("run train: -- COMMAND runs your own trainer; --algorithm %s is the built-in learner's", spec.Algorithm)
+				}
+				spec.Algorithm, spec.Command = training.AlgorithmCommand, args
 			} else if spec.Env == "" {
 				return fmt.Errorf("run train: give --env PLUGIN for the built-in learner, or -- COMMAND for your own trainer")
 			}
@@ -120,6 +123,28 @@ func newRunCmd() *cobra.Command {
 
 	ls.Flags().BoolP("quiet", "q", false, "only the ids, newest first (run=$(trainyard run ls -q | head -1))")
 
+	algorithms := &cobra.Command{
+		Use: "algorithms", Short: "List the algorithms a run may name (--algorithm, a spec's algorithm)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Algorithms []api.AlgorithmInfo `json:"algorithms"`
+			}
+			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/algorithms", nil, &out); err != nil {
+				return err
+			}
+			return cf.print(os.Stdout, out, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "ALGORITHM\tSHAPE\tKIND\tWHAT")
+				for _, a := range out.Algorithms {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", a.Name, a.Shape, orDash(a.Kind), a.Doc)
+				}
+			})
+		},
+	}
+
 	show := &cobra.Command{
 		Use: "show ID", Short: "A run's state, node, latest metrics, checkpoints and why it waits", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -143,7 +168,7 @@ func newRunCmd() *cobra.Command {
 				return err
 			}
 			follow, _ := cmd.Flags().GetBool("follow")
-			if r, err := getRun(cmd.Context(), c, args[0]); err == nil && r.Spec.Algorithm == training.AlgorithmCommand {
+			if r, err := getRun(cmd.Context(), c, args[0]); err == nil && r.Spec.Shape() == training.ShapeCommand {
 				rank, _ := cmd.Flags().GetInt("rank")
 				if rank >= max(r.Spec.Nodes, 1) {
 					return fmt.Errorf("run %s has no rank %d (its trainer has %d process(es))", args[0], rank, max(r.Spec.Nodes, 1))
@@ -281,7 +306,7 @@ func newRunCmd() *cobra.Command {
 	}
 	download.Flags().StringVarP(&outDir, "dir", "d", ".", "directory to write the files to")
 
-	cmd.AddCommand(trainCmd, newRunLLMCmd(cf), ls, show, logs, verb("pause", "Pause a run at its next checkpoint"),
+	cmd.AddCommand(trainCmd, newRunLLMCmd(cf), ls, algorithms, show, logs, verb("pause", "Pause a run at its next checkpoint"),
 		verb("resume", "Resume a paused run"), verb("cancel", "Cancel a run (its checkpoints stay)"), ckpts, download)
 	cmd.AddCommand(curveCmds(cf, "ID", "a run", func(id string) (string, error) { return "/v1/runs/" + url.PathEscape(id), nil })...)
 	return cmd
@@ -292,6 +317,7 @@ func newRunCmd() *cobra.Command {
 func addRunSpecFlags(f *pflag.FlagSet, spec *training.Spec, target *float64, hyper *[]string) {
 	f.StringVar(&spec.Cluster, "cluster", "", "cluster to train on (required)")
 	f.StringVar(&spec.Env, "env", "", "env plugin: sha256, name@version, name or a .wasm file (required for the built-in learner)")
+	f.StringVar(&spec.Algorithm, "algorithm", "", "the built-in learner's algorithm: ppo (default) or reinforce (`trainyard run algorithms` lists them); -- COMMAND sets command")
 	f.IntVar(&spec.GPUs, "gpus", 0, "GPUs for a command trainer (CUDA_VISIBLE_DEVICES); per node with --nodes")
 	f.IntVar(&spec.GPUs, "gpus-per-node", 0, "the same as --gpus, for a multi-node trainer")
 	f.IntVar(&spec.Nodes, "nodes", 0, "run the command on this many nodes as one gang, with torch.distributed's MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK (default 1)")
@@ -336,7 +362,7 @@ func runTable(w *tabwriter.Writer, r api.Run) {
 	if len(p.Nodes) > 0 {
 		fmt.Fprintf(w, "ran on\t%s\n", strings.Join(p.Nodes, ", "))
 	}
-	if r.Spec.Kind != training.KindLLM {
+	if r.Spec.Shape() != training.ShapeLoop {
 		fmt.Fprintf(w, "iteration\t%d\ntimesteps\t%d\nmean return\t%.2f (best %.2f)\n", p.Iteration, p.Timesteps, p.MeanReturn, p.BestReturn)
 	}
 	fmt.Fprintf(w, "checkpoint\t%d\nplacements\t%d\nlost segments\t%d\nmoved off draining nodes\t%d\n", p.Checkpoint, p.Placements, p.Failures, p.Drains)
@@ -442,10 +468,10 @@ func followRun(ctx context.Context, c *apiclient.Client, id string, w io.Writer)
 }
 
 func progressLine(r api.Run) string {
-	if r.Spec.Kind == training.KindLLM {
+	switch r.Spec.Shape() {
+	case training.ShapeLoop:
 		return loopProgressLine(r)
-	}
-	if r.Spec.Algorithm == training.AlgorithmCommand {
+	case training.ShapeCommand:
 		return commandProgressLine(r)
 	}
 	p := r.Progress

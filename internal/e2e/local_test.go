@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -157,6 +159,25 @@ func TestLocalRunMatchesCluster(t *testing.T) {
 	if local.Status != "completed" || local.Progress.State != "succeeded" || len(local.Progress.Metrics) != 6 || local.CloseTime == nil {
 		t.Fatalf("local run: status %s state %s, %d iterations", local.Status, local.Progress.State, len(local.Progress.Metrics))
 	}
+
+	// A second algorithm from the registry (internal/training/reinforce)
+	// runs the same way on both paths, listed by the API and the CLI; an
+	// unknown one is refused naming the field.
+	if out := cli(t, dev, "run", "algorithms"); !strings.Contains(out, "reinforce") || !strings.Contains(out, "ppo") {
+		t.Fatalf("run algorithms:\n%s", out)
+	}
+	rspec := append(slices.Clone(spec), "--algorithm", "reinforce")
+	rlocal, stderr, err := runLocalCLI(t, rspec...)
+	if err != nil {
+		t.Fatalf("run train --local --algorithm reinforce: %v\n%s", err, stderr)
+	}
+	rcluster := runOnCluster(t, dev, 3*time.Minute, rspec...)
+	sameLearning(t, rlocal, rcluster)
+	if rcluster.Spec["algorithm"] != "reinforce" || reflect.DeepEqual(rcluster.Progress.Metrics, cluster.Progress.Metrics) {
+		t.Fatalf("the reinforce run learnt what the ppo run did, or is not reinforce: %v", rcluster.Spec)
+	}
+	code, hdr, raw := dev.call("POST", "/v1/runs", dev.admin, `{"cluster":"lab","env":"CartPole-v1","algorithm":"sarsa"}`, nil)
+	assertProblem(t, code, hdr, raw, http.StatusUnprocessableEntity, "body.algorithm")
 
 	for _, tc := range []struct {
 		name      string

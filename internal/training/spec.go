@@ -47,9 +47,10 @@ type Spec struct {
 	Cluster string `json:"cluster" doc:"Cluster whose nodes run it."`
 	Env     string `json:"env,omitempty" doc:"Env plugin: sha256, name@version or name (required for ppo)."`
 	Reward  string `json:"reward,omitempty" doc:"Optional reward-shaping plugin applied on top of the env's reward."`
-	// Algorithm is "ppo" (the built-in learner) or "command" (Command, a
-	// bring-your-own trainer such as a PyTorch script).
-	Algorithm string   `json:"algorithm,omitempty" enum:"ppo,command,llm" doc:"ppo (built-in learner, default) or command (run Command as the trainer); llm is set by kind llm."`
+	// Algorithm names a registered Algorithm (algorithm.go): "ppo" (the
+	// built-in learner), "command" (Command, a bring-your-own trainer such
+	// as a PyTorch script), ...; no enum here, the registry is the list.
+	Algorithm string   `json:"algorithm,omitempty" maxLength:"63" doc:"A registered algorithm (GET /v1/algorithms): ppo (built-in learner, default), reinforce (the built-in learner as a REINFORCE baseline) or command (run command as the trainer); llm is set by kind llm."`
 	Command   []string `json:"command,omitempty" maxItems:"256" doc:"Bring-your-own trainer: argv run on the node with its GPUs (CUDA_VISIBLE_DEVICES), a minimal environment and TRAINYARD_CHECKPOINT_DIR, synced to S3 and restored before any restart; its exit status decides the run."`
 	GPUs      int      `json:"gpus,omitempty" minimum:"0" maximum:"64" doc:"GPUs the trainer gets (command runs; per node with nodes > 1)."`
 	// Nodes > 1 runs Command as that many processes, one per node, placed
@@ -141,6 +142,9 @@ func (s Spec) WithDefaults() Spec {
 	if s.RolloutWorkers > 0 && s.RolloutCPUs == 0 {
 		s.RolloutCPUs = 1
 	}
+	if a, ok := LookupAlgorithm(s.Algorithm); ok && a.Defaults != nil {
+		a.Defaults(&s)
+	}
 	return s
 }
 
@@ -179,30 +183,10 @@ func (s Spec) Validate() error {
 	case s.LLM != nil:
 		bad("llm", "belongs to kind %q", KindLLM)
 	}
-	switch s.Algorithm {
-	case AlgorithmPPO:
-		if s.Env == "" {
-			bad("env", "required: an env plugin's sha256, name@version or name")
-		}
-		if len(s.Command) > 0 || s.GPUs > 0 || s.Nodes > 1 {
-			bad("command", "command, gpus and nodes belong to algorithm %q", AlgorithmCommand)
-		}
-	case AlgorithmLLM:
-		if s.Kind != KindLLM {
-			bad("algorithm", "%q is set by kind %q", AlgorithmLLM, KindLLM)
-		}
-	case AlgorithmCommand:
-		if s.Nodes < 0 || s.Nodes > 64 {
-			bad("nodes", "must be 1..64, got %d", s.Nodes)
-		}
-		if len(s.Command) == 0 || s.Command[0] == "" {
-			bad("command", "required for algorithm %q: the trainer's argv", AlgorithmCommand)
-		}
-		if s.GPUs < 0 || s.SyncEverySeconds < 1 {
-			bad("gpus", "gpus must be ≥ 0 and sync_every_seconds ≥ 1")
-		}
-	default:
-		bad("algorithm", "%q is not supported (%q or %q)", s.Algorithm, AlgorithmPPO, AlgorithmCommand)
+	if a, ok := LookupAlgorithm(s.Algorithm); !ok {
+		bad("algorithm", "%q is not an algorithm (%s)", s.Algorithm, selectable())
+	} else if a.Validate != nil {
+		a.Validate(s, bad)
 	}
 	if _, err := s.Grace(); err != nil {
 		bad("infeasible_grace", "%v", err)
@@ -221,8 +205,6 @@ func (s Spec) Validate() error {
 	}
 	if s.RolloutWorkers < 0 || s.RolloutWorkers > 64 {
 		bad("rollout_workers", "must be 0..64, got %d", s.RolloutWorkers)
-	} else if s.RolloutWorkers > 0 && s.Algorithm != AlgorithmPPO && s.Kind != KindLLM {
-		bad("rollout_workers", "distributed rollouts need algorithm %q", AlgorithmPPO)
 	}
 	if s.RolloutCPUs < 0 || math.IsNaN(s.RolloutCPUs) || math.IsInf(s.RolloutCPUs, 0) || (s.RolloutWorkers > 0 && s.RolloutCPUs == 0) {
 		bad("rollout_cpus", "must be positive, got %v", s.RolloutCPUs)
@@ -248,7 +230,7 @@ func (s Spec) Validate() error {
 			bad("capabilities.http", "http_rate and http_burst need endpoints in http")
 		}
 	}
-	if s.Algorithm != AlgorithmPPO {
+	if s.Shape() != ShapeSegments {
 		return errors.Join(errs...)
 	}
 	if _, err := s.PPOConfig(""); err != nil {
@@ -264,6 +246,9 @@ func (s Spec) Validate() error {
 // (ppo.ConfigFor), then the seed-000 knobs, then Hyperparameters.
 func (s Spec) PPOConfig(envName string) (ppo.Config, error) {
 	c := ppo.ConfigFor(envName)
+	if a, ok := LookupAlgorithm(s.Algorithm); ok && a.Learner != nil {
+		a.Learner(&c)
+	}
 	c.Seed = s.Seed
 	c.Workers = s.Workers
 	if s.EpisodeLength > 0 {
@@ -364,7 +349,7 @@ func (s Spec) TrainerWork(id, kind string) workspec.Spec {
 // Ranks is how many trainer processes a command run has (Nodes, at
 // least 1).
 func (s Spec) Ranks() int {
-	if s.Algorithm == AlgorithmCommand && s.Nodes > 1 {
+	if s.Shape() == ShapeCommand && s.Nodes > 1 {
 		return s.Nodes
 	}
 	return 1

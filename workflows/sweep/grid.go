@@ -157,7 +157,7 @@ func (s SweepSpec) Normalized(envName string) SweepSpec {
 // "{name}" in its argv (how a trainer of its own sees the trial).
 func TrialSpec(base training.Spec, p Params) (training.Spec, error) {
 	s := base
-	if s.Algorithm == training.AlgorithmCommand {
+	if s.Shape() == training.ShapeCommand {
 		s.Command = slices.Clone(base.Command)
 		for _, k := range slices.Sorted(maps.Keys(p)) { // the same first error every time
 			v := p[k]
@@ -232,7 +232,7 @@ func ValidateTrials(spec SweepSpec, envName string) error {
 		for _, fe := range sc.check(int64(spec.Run.WithDefaults().Iterations)) {
 			add(fe)
 		}
-		if spec.Run.Algorithm == training.AlgorithmCommand {
+		if !spec.Run.Shape().Learns() {
 			add(&training.FieldError{Field: "scheduler", Reason: "a command trial reports no metrics to judge it by; schedulers are for the built-in learner"})
 		}
 	}
@@ -243,7 +243,7 @@ func ValidateTrials(spec SweepSpec, envName string) error {
 	switch {
 	case math.IsNaN(g) || g < 0 || (g > 1 && g != math.Trunc(g)) || g > 64:
 		add(&training.FieldError{Field: "gpus_per_trial", Reason: "must be a fraction of one GPU (0.25: four trials share a device) or a whole number up to 64"})
-	case g > 0 && spec.Run.Algorithm != training.AlgorithmCommand:
+	case g > 0 && spec.Run.Shape() != training.ShapeCommand:
 		add(&training.FieldError{Field: "gpus_per_trial", Reason: "the built-in learner trains on CPUs; GPUs go to command trials (run.algorithm: command)"})
 	case g > 0 && spec.Run.GPUs > 0:
 		add(&training.FieldError{Field: "run.gpus", Reason: "set gpus_per_trial instead"})
@@ -255,7 +255,7 @@ func ValidateTrials(spec SweepSpec, envName string) error {
 		ts, err := spec.TrialSpec(p)
 		if err == nil {
 			err = ts.Validate()
-			if err == nil && ts.Algorithm == training.AlgorithmPPO {
+			if err == nil && ts.Shape() == training.ShapeSegments {
 				_, err = ts.PPOConfig(envName)
 			}
 		}

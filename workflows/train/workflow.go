@@ -308,109 +308,19 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			p.Nodes = append(p.Nodes, a.Node)
 		}
 		p.State = "running"
-		if spec.Kind == training.KindLLM {
-			st, err := runLoop(ctx, in, spec, *alloc, placed, fl, p, &paused)
-			// The pool goes with the trainer: the workers start again with
-			// the next one.
-			fl.stop(ctx)
-			switch {
-			case err == nil && st.Drained != "":
-				avoid(alloc.Node)
-				if err := moveOffDrained(ctx, p, st.Drained, true, release); err != nil {
-					return end("cancelled", err)
-				}
-				continue
-			case err == nil:
-				return end("succeeded", nil)
-			case paused && ctx.Err() == nil && temporal.IsCanceledError(err):
-				continue // paused at its last whole step
-			}
+		o, err := shapes[spec.Shape()](ctx, &placedRun{in: in, spec: spec, alloc: alloc, gang: placed, fl: fl, p: p, paused: &paused})
+		switch {
+		case err != nil:
 			if done, res, ferr := lost(err); done {
 				return res, ferr
 			}
-			continue
-		}
-		if spec.Distributed() && fl.cancel == nil {
-			fl.start(ctx, in, spec, p, placed)
-		}
-		if spec.Algorithm == training.AlgorithmCommand {
-			// One long activity: the trainer's own process, its checkpoint
-			// dir synced as it goes and restored by the next placement.
-			var st training.CommandStatus
-			var err error
-			if spec.Ranks() > 1 {
-				var node string
-				if st, node, err = runRanks(ctx, in, spec, *alloc, p); node != "" {
-					alloc.Node = node // the rank that failed or drained first
-				}
-			} else {
-				err = workflow.ExecuteActivity(commandOptions(ctx, alloc.Queue), (*AgentActivities).RunCommand, training.CommandInput{
-					RunID: in.RunID, Spec: spec, GPUs: alloc.GPUs, EnvPlugin: in.EnvPlugin,
-				}).Get(ctx, &st)
-			}
-			if err == nil {
-				p.Checkpoint, p.Output = st.Checkpoint, st.Output
-				if st.Restored > 0 {
-					p.Restores = append(p.Restores, RunRestore{Checkpoint: st.Restored, Node: p.Node})
-				}
-				if st.Drained != "" {
-					avoid(alloc.Node)
-					if err := moveOffDrained(ctx, p, st.Drained, true, release); err != nil {
-						return end("cancelled", err)
-					}
-					continue
-				}
-				return end("succeeded", nil)
-			}
-			if done, res, ferr := lost(err); done {
-				return res, ferr
-			}
-			continue
-		}
-		segCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue:              alloc.Queue,
-			ScheduleToStartTimeout: 30 * time.Second,
-			StartToCloseTimeout:    6 * time.Hour,
-			HeartbeatTimeout:       20 * time.Second,
-			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
-		})
-		var seg training.SegmentResult
-		segIn := training.SegmentInput{
-			RunID: in.RunID, Spec: spec, EnvPlugin: in.EnvPlugin, RewardPlugin: in.RewardPlugin,
-			FromCheckpoint: p.Checkpoint, Iterations: spec.CheckpointEvery, Endpoints: in.Endpoints,
-		}
-		var err error
-		if spec.Distributed() {
-			err = fl.segment(ctx, segCtx, segIn, &seg)
-			if fl.fatal != nil {
-				p.Reason = fl.fatal.Error()
-				return end("failed", temporal.NewNonRetryableApplicationError(p.Reason, ErrTrainingFailed, nil))
-			}
-		} else {
-			err = workflow.ExecuteActivity(segCtx, (*AgentActivities).RunSegment, segIn).Get(ctx, &seg)
-		}
-		if err != nil {
-			if done, res, ferr := lost(err); done {
-				return res, ferr
-			}
-			continue
-		}
-		p.apply(seg)
-		if in.ReportProgress && len(seg.Metrics) > 0 {
-			// Not waited for: the parent may be gone.
-			parent := workflow.GetInfo(ctx).ParentWorkflowExecution
-			if parent != nil {
-				workflow.SignalExternalWorkflow(ctx, parent.ID, "", SignalTrialProgress, TrialProgress{RunID: in.RunID, Metrics: trimRollouts(seg.Metrics)})
-			}
-		}
-		if seg.Done {
-			return end(p.finish(spec, seg), nil)
-		}
-		if seg.Drained != "" {
+		case o.drained != "":
 			avoid(alloc.Node)
-			if err := moveOffDrained(ctx, p, seg.Drained, len(seg.Metrics) > 0, release); err != nil {
+			if err := moveOffDrained(ctx, p, o.drained, o.progressed, release); err != nil {
 				return end("cancelled", err)
 			}
+		case o.end != "":
+			return end(o.end, nil)
 		}
 	}
 }
