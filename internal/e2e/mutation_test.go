@@ -17,7 +17,10 @@ import (
 // TestEveryRuleDecidesLive is issue 30's mutation test of the bundle, live:
 // for each rule of policies/, a bundle with that rule disabled is pushed to
 // `trainyard dev`, and a submission the rule decided is decided otherwise
-// (capabilities: TestLLMRunGrantsEndpoint, which has an endpoint).
+// (capabilities: TestLLMRunGrantsEndpoint, which has an endpoint). The
+// "input" rule is left out on purpose: it fails closed on a malformed
+// admission input, which no submission can produce (policies/
+// admission_test.rego covers it).
 // Between rules the shipped bundle goes back in force (its modules, GPU
 // preservation on in its data, its tests left out: they encode the
 // shipped data and the rule). The placement_deny halves of these rules
@@ -57,6 +60,46 @@ func TestEveryRuleDecidesLive(t *testing.T) {
 			}
 		})
 	}
+
+	// A config quota is a share of Tier-1 GPU time over the window: a
+	// window of 36 s on a node with two Tier-1 GPUs is 72 GPU-seconds, so a
+	// square8 job that has held one GPU for 8 s is over square8_*'s 10 %,
+	// and the next GPU job of that config waits; disabling the rule lets it
+	// start.
+	t.Run("config_quota", func(t *testing.T) {
+		cli(t, dev, "cluster", "up", "-f", writeFile(t, "tier1.yaml", `
+name: tier1
+defaults: {provider: local, provisioner: {kind: local}}
+nodes: [{name: t1, resources: {gpus: "2xH100:80GB"}}]
+`))
+		quick := shippedBundle(t, map[string]any{"quota_window_hours": 0.01})
+		pushBundle(t, dev, quick)
+		g := gate{t.TempDir()}
+		defer g.open(t, "done")
+		first := workJob(t, dev, oneRole("tier1", "", "square8_2p", 1, g.cmd("done")))
+		waitJob(t, dev, first, "running", running)
+		waitFor(t, func() bool {
+			var u struct {
+				Quotas []struct {
+					Config     string  `json:"config"`
+					Tier1Share float64 `json:"tier1_share"`
+				} `json:"quotas"`
+			}
+			dev.call("GET", "/v1/usage?cluster=tier1", dev.admin, nil, &u)
+			for _, q := range u.Quotas {
+				if q.Config == "square8_2p" && q.Tier1Share > 0.15 {
+					return true
+				}
+			}
+			return false
+		})
+		second := workJob(t, dev, oneRole("tier1", "", "square8_2p", 1, g.cmd("done")))
+		waitJob(t, dev, second, "waiting on the quota", func(j placedJob) bool {
+			return j.Progress.State == "waiting" && strings.Contains(j.Progress.Reason, "config_quota")
+		})
+		pushBundle(t, dev, disableRule(t, quick, "config_quota"))
+		waitJob(t, dev, second, "running once the rule is gone", running)
+	})
 
 	// A usage rule holds work in the queue: disabling it lets the waiting
 	// training start.
