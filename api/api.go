@@ -46,6 +46,9 @@ type Deps struct {
 	// TemporalUI is the Temporal Web UI's base URL; the dashboard links
 	// each workflow there (empty: no links).
 	TemporalUI string
+	// AgentTemporal is the Temporal frontend host:port agents dial, as
+	// the control plane knows it: what join commands name.
+	AgentTemporal string
 }
 
 // Server holds the API's dependencies; its methods are the handlers.

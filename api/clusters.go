@@ -35,7 +35,21 @@ type clusterRefOutput struct {
 	Body struct {
 		Cluster    string `json:"cluster"`
 		WorkflowID string `json:"workflow_id"`
+		// Join is set for a spec with static nodes: their agents are
+		// started by people, who need the token.
+		Join *joinOutputBody `json:"join,omitempty" doc:"For a spec with static nodes: the join token in force and the command that starts each static node's agent."`
 	}
+}
+
+// joinOutputBody is a cluster's join credential and how to use it.
+type joinOutputBody struct {
+	Token    string   `json:"token" doc:"The cluster's join token: whoever holds it can join nodes (give it to agents in their secrets file or TRAINYARD_JOIN_SECRET, never on a command line)."`
+	Temporal string   `json:"temporal" doc:"The Temporal frontend the agents dial, as the control plane reaches it."`
+	Commands []string `json:"commands" doc:"One command per static node of the spec (or one with NODE for a cluster queried later)."`
+}
+
+type joinTokenOutput struct {
+	Body joinOutputBody
 }
 
 type clusterNameInput struct {
@@ -134,7 +148,31 @@ func (s *Server) registerClusters() {
 		}
 		out := &clusterRefOutput{}
 		out.Body.Cluster, out.Body.WorkflowID = c.Name, cluster.WorkflowID(c.Name)
+		var static []string
+		for _, n := range c.Nodes {
+			if n.Provisioner.Kind == spec.KindStatic {
+				static = append(static, n.Name)
+			}
+		}
+		if len(static) > 0 {
+			// The token in force: a cluster already up keeps its own.
+			j, err := s.joinCredential(ctx, c.Name, static)
+			if err != nil {
+				return nil, err
+			}
+			out.Body.Join = &j
+		}
 		return out, nil
+	})
+
+	jt := op(http.MethodPost, "/v1/clusters/{name}/join-token", "cluster-join-token",
+		"The cluster's join token and the command that starts a static node's agent with it (kubeadm token create --print-join-command)", auth.Admin, "clusters")
+	huma.Register(s.API, jt, func(ctx context.Context, in *clusterNameInput) (*joinTokenOutput, error) {
+		j, err := s.joinCredential(ctx, in.Name, nil)
+		if err != nil {
+			return nil, err
+		}
+		return &joinTokenOutput{Body: j}, nil
 	})
 
 	huma.Register(s.API, op(http.MethodGet, "/v1/clusters", "list-clusters", "Clusters whose workflow runs", auth.Viewer, "clusters"),
@@ -360,4 +398,34 @@ func unwrapAll(err error) []error {
 		return out
 	}
 	return []error{err}
+}
+
+// joinCredential is the join token in force for cluster (the one whose
+// public half its workflow holds) and a join command per node (NODE for
+// nodes nil). Admin only: the token joins nodes.
+func (s *Server) joinCredential(ctx context.Context, name string, nodes []string) (joinOutputBody, error) {
+	var j joinOutputBody
+	v, err := s.d.Temporal.QueryWorkflow(ctx, cluster.WorkflowID(name), "", cluster.QueryJoinKey)
+	if err != nil {
+		return j, temporalErr("cluster "+name, err)
+	}
+	var pub string
+	if err := v.Get(&pub); err != nil {
+		return j, huma.Error500InternalServerError("cluster "+name+": join key", err)
+	}
+	if pub == "" {
+		return j, huma.Error409Conflict("cluster " + name + " was brought up before join tokens: its agents use the legacy join secret")
+	}
+	t, err := joinkey.Load(ctx, s.d.Store, name, pub)
+	if err != nil {
+		return j, huma.Error503ServiceUnavailable("cluster "+name+": join token", err)
+	}
+	j.Token, j.Temporal = t.String(), s.d.AgentTemporal
+	if len(nodes) == 0 {
+		nodes = []string{"NODE"}
+	}
+	for _, n := range nodes {
+		j.Commands = append(j.Commands, fmt.Sprintf("TRAINYARD_JOIN_SECRET=%s trainyard agent --cluster %s --node %s --temporal-address %s", j.Token, name, n, j.Temporal))
+	}
+	return j, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/otel"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/trainyard/trainyard/internal/agent/detect"
@@ -47,6 +49,9 @@ type agentOptions struct {
 	// is the account jobs run as.
 	secretsFile string
 	jobUser     string
+	// maxRefusals: the agent exits after the cluster refused this many of
+	// its heartbeats (a wrong or missing join token never heals itself).
+	maxRefusals int
 }
 
 func newAgentCmd(g *globals) *cobra.Command {
@@ -73,6 +78,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.DurationVar(&o.preemptPoll, "preemption-poll", 5*time.Second, "how often to ask the preemption notice source")
 	f.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long running work gets to checkpoint and report before the agent exits")
 	f.StringVar(&o.secretsFile, "secrets-file", "", "0600 file with join_token, s3_access_key_id, s3_secret_access_key (default: $TRAINYARD_AGENT_CONFIG, written by the provisioner)")
+	f.IntVar(&o.maxRefusals, "max-refusals", 6, "exit non-zero once the cluster has refused this many heartbeats (wrong or missing join token, unknown node)")
 	f.StringVar(&o.jobUser, "job-user", "", "run jobs as this account, so they cannot read the agent's secrets (needs root; default: the agent's own user)")
 	addTemporalFlags(f, &o.temporal)
 	addS3Flags(f, &o.s3)
@@ -202,6 +208,9 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 	defer t.Stop()
 	for {
 		beat(ctx)
+		if err := refused(ctx, tc, o, hb.AgentID, log); err != nil {
+			return err
+		}
 		select {
 		case <-ctx.Done():
 			// SIGTERM (a spot reclaim, a node shutdown, kubectl drain): no
@@ -217,6 +226,33 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 			log.Info("drain state changed", "draining", drains.Reason())
 		}
 	}
+}
+
+// refused asks the cluster whether it refuses this agent's heartbeats: each
+// refusal is logged with its reason, and after o.maxRefusals the agent
+// gives up with that reason, rather than run on unseen while its node
+// stays Pending. A cluster that cannot be asked (an older workflow, a
+// network blip) is not a refusal.
+func refused(ctx context.Context, tc client.Client, o *agentOptions, agentID string, log *slog.Logger) error {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	v, err := tc.QueryWorkflow(qctx, cluster.WorkflowID(o.cluster), "", cluster.QueryRefusal, agentID)
+	if err != nil {
+		return nil
+	}
+	var r *cluster.Refusal
+	if v.Get(&r) != nil || r == nil {
+		return nil
+	}
+	log.Error("the cluster refuses this agent's heartbeats", "reason", r.Reason, "refused", r.Count, "max_refusals", o.maxRefusals)
+	if r.Count < o.maxRefusals {
+		return nil
+	}
+	hint := "give the agent the cluster's join token (an admin prints it: trainyard cluster join-token " + o.cluster + ")"
+	if r.Reason == "unknown node" {
+		hint = "--node must name a node of the cluster's spec"
+	}
+	return fmt.Errorf("agent %s: cluster %s refused %d heartbeats: %s; %s", o.node, o.cluster, r.Count, r.Reason, hint)
 }
 
 // newTrainingRunner opens the bucket and a plugin runtime for training

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -45,10 +46,14 @@ func newClusterCmd() *cobra.Command {
 				path += "?heartbeat_timeout=" + url.QueryEscape(hbTimeout.String())
 			}
 			var ref struct {
-				Cluster string `json:"cluster"`
+				Cluster string    `json:"cluster"`
+				Join    *joinInfo `json:"join"`
 			}
 			if err := c.Do(cmd.Context(), http.MethodPost, path, strings.NewReader(string(data)), "application/yaml", &ref); err != nil {
 				return fmt.Errorf("cluster up %s: %w", file, err)
+			}
+			if ref.Join != nil {
+				printJoin(os.Stderr, ref.Cluster, ref.Join)
 			}
 			if !wait {
 				fmt.Fprintf(os.Stderr, "cluster %s: up requested\n", ref.Cluster)
@@ -202,6 +207,28 @@ func newClusterCmd() *cobra.Command {
 		drainNode("drain", "Drain a node: no new work; its runs checkpoint now and move to other nodes"),
 		drainNode("undrain", "Let a drained node take work again"))
 
+	joinToken := &cobra.Command{
+		Use:   "join-token NAME",
+		Short: "Print the cluster's join token and the command that starts a static node's agent with it (admin)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			var j joinInfo
+			if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/clusters/"+url.PathEscape(args[0])+"/join-token", nil, &j); err != nil {
+				return err
+			}
+			if cf.output != "table" {
+				return cf.print(os.Stdout, j, nil)
+			}
+			fmt.Println(j.Token)
+			printJoin(os.Stderr, args[0], &j)
+			return nil
+		},
+	}
+	cmd.AddCommand(joinToken)
 	cmd.AddCommand(up, simple("down", "Drain work and stop every agent", "/down"), simple("restart", "Stop and start every agent", "/restart"), status, queueCmd, nodes)
 	return cmd
 }
@@ -218,6 +245,9 @@ func waitSettled(ctx context.Context, c *apiclient.Client, name string) (cluster
 		}
 		if err == nil {
 			summary := healthSummary(st)
+			for _, r := range st.Refused {
+				summary += fmt.Sprintf("; refused node %s (agent pid %d): %s", r.Node, r.PID, r.Reason)
+			}
 			if summary != last {
 				fmt.Fprintf(os.Stderr, "cluster %s: %s\n", name, summary)
 				last = summary
@@ -263,6 +293,29 @@ func clusterTable(w *tabwriter.Writer, st cluster.Status) {
 	t := st.Totals
 	fmt.Fprintf(w, "TOTAL (%d nodes: %s)\t\t\t%.1f/%.1f\t%s/%s\t%d/%d\t\t\n", t.Nodes, healthSummary(st),
 		t.CPUsUsed, t.CPUs, humanMB(t.MemoryMBUsed), humanMB(t.MemoryMB), t.GPUsUsed, t.GPUs)
+	if len(st.Refused) > 0 {
+		fmt.Fprintf(w, "\nREFUSED NODE\tAGENT\tHEARTBEATS\tLAST\tWHY\n")
+		for _, r := range st.Refused {
+			fmt.Fprintf(w, "%s\t%s (pid %d)\t%d\t%s\t%s\n", r.Node, r.AgentID, r.PID, r.Count, r.Last.Local().Format(time.TimeOnly), r.Reason)
+		}
+	}
+}
+
+// printJoin tells the person bringing a cluster with static nodes up how to
+// start their agents (on stderr: stdout stays the status table).
+func printJoin(w io.Writer, name string, j *joinInfo) {
+	fmt.Fprintf(w, "cluster %s has static nodes: start each one's agent with the cluster's join token (it joins nodes: keep it secret, pass it in the environment or a 0600 secrets file, never as an argument):\n", name)
+	for _, c := range j.Commands {
+		fmt.Fprintf(w, "  %s\n", c)
+	}
+	fmt.Fprintf(w, "(trainyard cluster join-token %s prints it again; deploy/README.md has the systemd, compose and Kubernetes ways)\n", name)
+}
+
+// joinInfo is the API's join credential (POST /v1/clusters/{name}/join-token).
+type joinInfo struct {
+	Token    string   `json:"token"`
+	Temporal string   `json:"temporal"`
+	Commands []string `json:"commands"`
 }
 
 func humanMB(mb int64) string {

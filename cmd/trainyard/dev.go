@@ -199,7 +199,7 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 	}
 	srv := api.New(api.Deps{Temporal: tc, Namespace: "default", Tokens: tokens, Store: store, Logger: log,
 		Plugins: rt, PluginStore: plugins, Admission: adm,
-		Metrics: g.telemetry.Metrics, Ready: readyChecks(tc, store), TemporalUI: ui.URL})
+		Metrics: g.telemetry.Metrics, Ready: readyChecks(tc, store), TemporalUI: ui.URL, AgentTemporal: tsrv.Address})
 	as, err := serveAPI(fmt.Sprintf("%s:%d", o.ip, o.apiPort), srv.Handler(), log)
 	if err != nil {
 		return err

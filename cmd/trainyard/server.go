@@ -76,7 +76,7 @@ func runServer(ctx context.Context, g *globals, o *serverOptions) error {
 	}
 	srv := api.New(api.Deps{Temporal: tc, Namespace: o.temporal.Namespace, Tokens: tokens, Store: store, Logger: log,
 		Plugins: rt, PluginStore: plugins, Admission: adm,
-		Metrics: g.telemetry.Metrics, Ready: readyChecks(tc, store), TemporalUI: o.temporalUI})
+		Metrics: g.telemetry.Metrics, Ready: readyChecks(tc, store), TemporalUI: o.temporalUI, AgentTemporal: o.temporal.Address})
 	as, err := serveAPI(o.listen, srv.Handler(), log)
 	if err != nil {
 		return err

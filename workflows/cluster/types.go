@@ -29,7 +29,13 @@ const (
 	SignalHeartbeat = "heartbeat"
 	SignalRelease   = "release"
 	QueryStatus     = "status"
-	UpdateAllocate  = "allocate"
+	// QueryRefusal (arg: an agent id) answers the latest Refusal of that
+	// agent's heartbeats, or nil: how an agent learns it is refused.
+	QueryRefusal = "refusal"
+	// QueryJoinKey answers the public half of the join token in force
+	// (the API finds the token by it).
+	QueryJoinKey   = "join-key"
+	UpdateAllocate = "allocate"
 )
 
 // WorkflowID is the id of the cluster's workflow.
@@ -322,6 +328,9 @@ type Status struct {
 	Ledger []ledger.Entry `json:"ledger,omitempty" doc:"Usage records: which work held which node's GPUs, from when to when."`
 	// Queue is the work waiting for a placement, in the order it is tried.
 	Queue []QueueItem `json:"queue,omitempty" doc:"Work waiting for a placement, in scheduling order, each with its reason."`
+	// Refused are agents whose heartbeats the cluster refuses (a missing
+	// or wrong join token, an unknown node).
+	Refused []Refusal `json:"refused,omitempty" doc:"Agents whose heartbeats are refused, newest last: node, agent, reason, how often."`
 	// Now is the workflow's time of the answer (usage sums end there).
 	Now time.Time `json:"now"`
 }
@@ -392,7 +401,26 @@ type State struct {
 	Ledger ledger.Book `json:"ledger,omitzero"`
 	// Queue is waiting work by id (work descriptions only).
 	Queue map[string]*waiting `json:"queue,omitempty"`
+	// Refused are the latest agents whose heartbeats were refused, newest
+	// last (at most maxRefused).
+	Refused []Refusal `json:"refused,omitempty"`
 }
+
+// Refusal is an agent whose heartbeats the cluster refuses: a wrong or
+// missing join token, an unknown node, a replay.
+type Refusal struct {
+	Node    string    `json:"node"`
+	AgentID string    `json:"agent_id" doc:"The agent process (host and pid) that sent them."`
+	PID     int       `json:"pid"`
+	Reason  string    `json:"reason"`
+	Count   int       `json:"count" doc:"Heartbeats refused so far."`
+	First   time.Time `json:"first"`
+	Last    time.Time `json:"last"`
+}
+
+// maxRefused bounds State.Refused: a misconfigured fleet shows, a flood
+// from one host cannot grow the state.
+const maxRefused = 16
 
 // SchedulerNodes is the scheduler's view of a status snapshot, for callers
 // outside the workflow (admission, feasibility checks at submission).

@@ -46,6 +46,12 @@ func Workflow(ctx workflow.Context, st State) error {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return c.status(workflow.Now(ctx)), nil }); err != nil {
 		return err
 	}
+	if err := workflow.SetQueryHandler(ctx, QueryRefusal, c.refusal); err != nil {
+		return err
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryJoinKey, func() (string, error) { return c.st.Settings.JoinKey, nil }); err != nil {
+		return err
+	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAllocate, c.allocateUpdate, workflow.UpdateHandlerOptions{
 		Validator: func(req AllocateRequest) error {
 			if req.JobID == "" || req.CPUs < 0 || req.GPUs < 0 || req.MemoryMB < 0 {
@@ -517,9 +523,10 @@ func (c *controller) heartbeat(now time.Time, hb Heartbeat) {
 		if !ok {
 			why = "unknown node"
 		}
-		c.event(now, "rejected heartbeat from %q (agent pid %d): %s", hb.Node, hb.PID, why)
+		c.refused(now, hb, why)
 		return
 	}
+	c.st.Refused = slices.DeleteFunc(c.st.Refused, func(r Refusal) bool { return r.AgentID == hb.AgentID })
 	n.LastSeq = hb.Seq
 	if n.Health == Stopped && c.st.Desired == "down" {
 		return // a late beat from an agent being stopped
@@ -545,6 +552,34 @@ func (c *controller) heartbeat(now time.Time, hb Heartbeat) {
 	if n.Health != Stopped {
 		n.Health, n.Error = idleOrHealthy(n), ""
 	}
+}
+
+// refused records a refused heartbeat: one event for an agent's first (its
+// later ones every few seconds would push everything else out), and the
+// agent's Refusal, which status shows and the agent queries.
+func (c *controller) refused(now time.Time, hb Heartbeat, why string) {
+	i := slices.IndexFunc(c.st.Refused, func(r Refusal) bool { return r.AgentID == hb.AgentID && r.Node == hb.Node })
+	if i < 0 {
+		c.event(now, "refused heartbeats from node %q (agent %s, pid %d): %s", hb.Node, hb.AgentID, hb.PID, why)
+		if len(c.st.Refused) >= maxRefused {
+			c.st.Refused = slices.Delete(c.st.Refused, 0, 1)
+		}
+		c.st.Refused = append(c.st.Refused, Refusal{Node: hb.Node, AgentID: hb.AgentID, PID: hb.PID, First: now})
+		i = len(c.st.Refused) - 1
+	}
+	r := &c.st.Refused[i]
+	r.Reason, r.Last = why, now
+	r.Count++
+}
+
+// refusal answers QueryRefusal.
+func (c *controller) refusal(agentID string) (*Refusal, error) {
+	for _, r := range c.st.Refused {
+		if r.AgentID == agentID {
+			return &r, nil
+		}
+	}
+	return nil, nil
 }
 
 // refuse says why hb is not from an agent holding the join token ("" when
@@ -1018,7 +1053,7 @@ func usage(n *nodeState) Usage {
 }
 
 func (c *controller) status(now time.Time) Status {
-	s := Status{Cluster: c.st.Name, Now: now, Ledger: slices.Clone(c.st.Ledger.Records), Queue: c.queue(now), Desired: c.st.Desired, Busy: len(c.st.Pending) > 0, Events: slices.Clone(c.st.Events), Endpoints: slices.Clone(c.st.Endpoints)}
+	s := Status{Cluster: c.st.Name, Now: now, Ledger: slices.Clone(c.st.Ledger.Records), Queue: c.queue(now), Desired: c.st.Desired, Busy: len(c.st.Pending) > 0, Events: slices.Clone(c.st.Events), Endpoints: slices.Clone(c.st.Endpoints), Refused: slices.Clone(c.st.Refused)}
 	s.Totals.ByHealth = map[Health]int{}
 	for _, name := range c.st.Order {
 		n := c.st.Nodes[name]
