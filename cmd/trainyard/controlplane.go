@@ -133,11 +133,14 @@ const policyRefresh = 15 * time.Second
 // iteration, a self-play batch's games) from its last heartbeat that
 // reached Temporal. The SDK sends one per 0.8 × the heartbeat timeout, at
 // most 60 s by default: a batch with a 120 s timeout showed nothing for its
-// first minute. This sends one per 5 s. Not less: the SDK gives a heartbeat's
-// RPC the throttle interval to finish, and at 2 s a loaded control plane
-// (3.5 s answers on 2 busy cores) failed every heartbeat until healthy
-// activities timed out.
-const heartbeatThrottle = 5 * time.Second
+// first minute. This sends one per 10 s at most. Not less: the SDK gives a
+// heartbeat's RPC the throttle interval to finish and cancels the activity
+// when it does not (it assumes the RPC was retried for the whole heartbeat
+// timeout). At 2 s, and again at 5 s, a control plane that took that long
+// to answer on 2 busy cores cancelled healthy LLM-loop rollout workers
+// ("context deadline exceeded"), each then placed again. 10 s leaves an
+// activity with a 20 s heartbeat timeout the SDK's own margin.
+const heartbeatThrottle = 10 * time.Second
 
 func startWorker(c client.Client, store *objstore.Store, rt *pluginhost.Runtime, al agentLaunch, adm *admission.Service) (worker.Worker, error) {
 	host, _ := os.Hostname()
