@@ -167,9 +167,11 @@ func TestHundredInstancesOnSlowEndpoint(t *testing.T) {
 		Name: "llm", URL: srv.URL, Model: "arith-7b", CredentialsRef: "env:ARITH_API_KEY", MaxConcurrency: 50,
 		Type: inference.TypeWebhook, ReloadURL: srv.URL + "/admin/reload",
 	}, inference.ClientOptions{MeterProvider: mp,
-		// Attempts get 2 s (the endpoint answers in 0.1 s) so that a slow
-		// CI machine under -race does not turn healthy calls into timeouts.
-		Retry: inference.Retry{MaxAttempts: 2, AttemptTimeout: 2 * time.Second, BaseBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}})
+		// Attempts get 5 s (the endpoint answers in 0.1 s) so that a slow
+		// CI machine under -race does not turn healthy calls into timeouts:
+		// at 2 s, beside internal/training's race tests on 2 cores, this
+		// test ran 538 s and one episode failed all its 20 attempts.
+		Retry: inference.Retry{MaxAttempts: 2, AttemptTimeout: 5 * time.Second, BaseBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
