@@ -95,6 +95,12 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	// The sandbox: no args, env, filesystem or network; fake clocks and a
 	// fixed random source (wazero's defaults) keep runs deterministic.
 	cfg := wazero.NewModuleConfig().WithName("").WithStderr(in.stderr).WithStartFunctions()
+	select {
+	case m.rt.inits <- struct{}{}:
+		defer func() { <-m.rt.inits }()
+	case <-ctx.Done():
+		return nil, &CallError{Plugin: m.label, Call: "instantiate", Err: ctx.Err()}
+	}
 	start := time.Now()
 	ictx, cancel := context.WithTimeout(ctx, m.limits.InitTimeout)
 	defer cancel()

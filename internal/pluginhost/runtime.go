@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -49,6 +50,12 @@ type Runtime struct {
 	cfg   RuntimeConfig
 	cache wazero.CompilationCache
 	wd    *watchdog
+	// inits bounds instantiations (start function, Go's _initialize) in
+	// flight to the CPUs: a rollout worker opening 100 instances at once on
+	// 2 busy cores gave each under a tenth of a core, and their wall-clock
+	// init deadline (10 s) expired on healthy plugins. A deadline counts
+	// from when its instantiation gets a slot.
+	inits chan struct{}
 
 	mu      sync.Mutex
 	modules map[*Module]struct{}
@@ -70,7 +77,7 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	} else {
 		cache = wazero.NewCompilationCache()
 	}
-	return &Runtime{cfg: cfg, cache: cache, wd: newWatchdog(cfg.WatchdogTick), modules: map[*Module]struct{}{}}, nil
+	return &Runtime{cfg: cfg, cache: cache, wd: newWatchdog(cfg.WatchdogTick), inits: make(chan struct{}, runtime.GOMAXPROCS(0)), modules: map[*Module]struct{}{}}, nil
 }
 
 // Close closes every module loaded through r, then the runtime.
