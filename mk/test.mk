@@ -27,7 +27,9 @@
 #    segments compared bit for bit, 15x slower under the detector (69 s
 #    against 4.7 s for one segment test), with no goroutines of their own.
 #    internal/training is in both runs: its concurrent tests run under -race,
-#    all of them without.
+#    the compute-only ones without; the norace run skips the concurrent
+#    ones (RACE_COVERED: the tests of its files without the !race tag),
+#    which cost it about 250 s a second time.
 # The learning checks are compiled out under -race too (//go:build !race)
 # and run without it in ppo-learn and games-learn, on a seed or two; `make
 # learn` runs all their seeds (the norace run skips them: -skip ^TestLearn).
@@ -37,6 +39,11 @@ RACE_SKIP_PKGS := ./internal/e2e ./internal/chaos
 # started last in go list's order, ran alone for its last 160 s.
 RACE_FIRST := ./internal/training ./internal/pluginhost ./internal/envserver ./internal/rolloutworker ./internal/provision/ssh
 NORACE_PKGS := ./internal/e2e ./internal/chaos ./internal/training
+RACE_COVERED := $(shell grep -L '^//go:build !race' internal/training/*_test.go | xargs grep -ho '^func Test[A-Za-z0-9_]*' | sed 's/^func //' | grep -vx TestMain | paste -sd'|')
+# The test binaries are linked without DWARF (-w: a quarter of each link;
+# stack traces and race reports use the symbol table, not DWARF), and
+# without go test's vet pass (lint ran go vet ./... already).
+GOTEST_FLAGS = -count=1 -vet=off -ldflags=-w -timeout $(TEST_TIMEOUT)
 E2E_PARALLEL ?= 2
 TEST_TIMEOUT ?= 45m
 
@@ -75,9 +82,9 @@ test-steps: $$(TEST_DEPS)
 test-go:
 	@race=$$($(GO) list $(RACE_FIRST) ./... | awk '!seen[$$0]++' | grep -vxF $(foreach p,$(RACE_SKIP_PKGS),-e $(patsubst ./%,github.com/trainyard/trainyard/%,$(p)))); \
 	  echo "go test -race: all packages but $(RACE_SKIP_PKGS)"; \
-	  ( $(call timed,race-run,$(call gotest,race,-race -count=1 -timeout $(TEST_TIMEOUT) $$race)) ); rc=$$?; \
-	  echo "go test -parallel $(E2E_PARALLEL) -skip '^TestLearn' $(NORACE_PKGS)"; \
-	  ( $(call timed,norace-run,$(call gotest,norace,-count=1 -timeout $(TEST_TIMEOUT) -parallel $(E2E_PARALLEL) -skip '^TestLearn' $(NORACE_PKGS))) ); rc2=$$?; \
+	  ( $(call timed,race-run,$(call gotest,race,-race $(GOTEST_FLAGS) $$race)) ); rc=$$?; \
+	  echo "go test -parallel $(E2E_PARALLEL) -skip '^TestLearn|<training's race-covered tests>' $(NORACE_PKGS)"; \
+	  ( $(call timed,norace-run,$(call gotest,norace,$(GOTEST_FLAGS) -parallel $(E2E_PARALLEL) -skip '^(TestLearn|($(RACE_COVERED))$$)' $(NORACE_PKGS))) ); rc2=$$?; \
 	  [ $$rc -eq 0 ] && [ $$rc2 -eq 0 ]
 
 # Every seed of the learning checks that make test runs on one or two

@@ -136,8 +136,9 @@ func runDocs(t *testing.T, ctx context.Context, dir string, env []string, blocks
 	var script strings.Builder
 	script.WriteString("set -eEo pipefail\ntrap 'echo \"FAILED at $__at: $BASH_COMMAND (exit $?)\" >&2' ERR\n")
 	for i, b := range blocks {
-		fmt.Fprintf(&script, "__at=%q\necho %q\n%s\n", b.at, mark+fmt.Sprint(i), b.code)
+		fmt.Fprintf(&script, "__at=%q\necho %q \"$EPOCHREALTIME\"\n%s\n", b.at, mark+fmt.Sprint(i), b.code)
 	}
+	script.WriteString("echo " + mark + "-1 \"$EPOCHREALTIME\"\n")
 	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
 	cmd.Dir, cmd.Env = dir, env
 	var out bytes.Buffer
@@ -145,11 +146,24 @@ func runDocs(t *testing.T, ctx context.Context, dir string, env []string, blocks
 	start := time.Now()
 	err := cmd.Run()
 	parts := strings.Split(out.String(), mark)
+	// Each mark carries the shell's clock: a block's time is the next one's
+	// start less its own (the time table's slowest tests point here).
+	at := make([]float64, len(parts))
+	for k, p := range parts[1:] {
+		fmt.Sscanf(p, "%d %f", new(int), &at[k+1])
+	}
 	for k, p := range parts[1:] {
 		var i int
 		fmt.Sscanf(p, "%d", &i)
+		if i < 0 {
+			break
+		}
 		_, body, _ := strings.Cut(p, "\n")
-		t.Logf("%s:\n%s%s", blocks[i].at, indent(blocks[i].code, "  $ "), indent(body, "  "))
+		took := ""
+		if k+2 < len(parts) && at[k+2] > 0 {
+			took = fmt.Sprintf(" (%.0f s)", at[k+2]-at[k+1])
+		}
+		t.Logf("%s%s:\n%s%s", blocks[i].at, took, indent(blocks[i].code, "  $ "), indent(body, "  "))
 		if finished := k < len(parts)-2 || err == nil; finished && blocks[i].output != "" {
 			if line := contradiction(blocks[i].output, body); line != "" {
 				t.Errorf("%s: the output shown has %q; the real one has no such line:\n%s", blocks[i].at, line, body)

@@ -16,7 +16,7 @@ import (
 	"github.com/trainyard/trainyard/internal/plugintest"
 )
 
-// TestDevRestartsAfterKill9: 12 times kill -9 of `trainyard dev` and a start
+// TestDevRestartsAfterKill9: 6 times kill -9 of `trainyard dev` and a start
 // on the same data dir, with three local agents connected and a CartPole run
 // in flight. Every start comes up (a user saw the first one after a kill -9
 // exit with "bind: address already in use" on a Temporal internal port that
@@ -25,7 +25,7 @@ import (
 // ends completed.
 func TestDevRestartsAfterKill9(t *testing.T) {
 	t.Parallel()
-	const cycles = 12
+	const cycles = 6
 	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
 	dir := t.TempDir()
 	dev, restart := crashableLab(t, dir, localSpec, 3)
