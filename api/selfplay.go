@@ -50,13 +50,14 @@ type SelfplayLive = selfplay.PlayProgress
 // Selfplay is one loop in full.
 type Selfplay struct {
 	SelfplaySummary
-	LoopID     string            `json:"loop_id" doc:"The loop's S3 prefix (see docs/selfplay.md)."`
-	GamePlugin string            `json:"game_plugin"`
-	Settings   selfplay.Settings `json:"settings"`
-	State      selfplay.State    `json:"state"`
-	Live       *SelfplayLive     `json:"live,omitempty" doc:"Progress of the self-play batch in flight."`
-	Velocity   float64           `json:"elo_velocity" doc:"Elo/day of the best model over the last 7 days."`
-	Error      string            `json:"error,omitempty"`
+	LoopID       string            `json:"loop_id" doc:"The loop's S3 prefix (see docs/selfplay.md)."`
+	GamePlugin   string            `json:"game_plugin"`
+	Settings     selfplay.Settings `json:"settings"`
+	State        selfplay.State    `json:"state"`
+	Live         *SelfplayLive     `json:"live,omitempty" doc:"Progress of the self-play batch in flight."`
+	Velocity     float64           `json:"elo_velocity" doc:"Elo/day of the best model over the last 7 days (0 while too early: see elo_velocity_note)."`
+	VelocityNote string            `json:"elo_velocity_note,omitempty" doc:"Why there is no velocity yet: the best model's history spans less than an hour."`
+	Error        string            `json:"error,omitempty"`
 }
 
 // LeaderboardEntry is one model's rating in a config.
@@ -67,10 +68,11 @@ type LeaderboardEntry struct {
 
 // Leaderboard is one config's ratings.
 type Leaderboard struct {
-	Config   string             `json:"config"`
-	Velocity float64            `json:"elo_velocity" doc:"Elo/day of the config's best model over the last 7 days (the most recent loop)."`
-	Entries  []LeaderboardEntry `json:"entries" doc:"Highest rated first."`
-	Matches  []elo.Match        `json:"matches,omitempty" doc:"Match history, oldest first (with history=true)."`
+	Config       string             `json:"config"`
+	Velocity     float64            `json:"elo_velocity" doc:"Elo/day of the config's best model over the last 7 days (the most recent loop; 0 while too early: see elo_velocity_note)."`
+	VelocityNote string             `json:"elo_velocity_note,omitempty" doc:"Why there is no velocity yet: the best model's history spans less than an hour."`
+	Entries      []LeaderboardEntry `json:"entries" doc:"Highest rated first."`
+	Matches      []elo.Match        `json:"matches,omitempty" doc:"Match history, oldest first (with history=true)."`
 }
 
 type selfplayOutput struct{ Body Selfplay }
@@ -111,6 +113,14 @@ type selfplayIDInput struct {
 
 // velocityWindow is the span Elo velocity is measured over.
 const velocityWindow = 7 * 24 * time.Hour
+
+// velocity is a config's Elo/day in t, or 0 and why there is none yet.
+func velocity(t *elo.Table, config string, now time.Time) (perDay float64, note string) {
+	if v, ok := t.Velocity(config, now, velocityWindow); ok {
+		return v, ""
+	}
+	return 0, fmt.Sprintf("too early: velocity needs %v of the best model's rating history", elo.MinVelocitySpan)
+}
 
 func (s *Server) registerSelfplay() {
 	s.registerSelfplaySchedules()
@@ -316,7 +326,7 @@ func (s *Server) getSelfplay(ctx context.Context, clusterName, config string) (S
 	}
 	fillSummary(&sp.SelfplaySummary, sp.State)
 	if sp.State.Elo != nil {
-		sp.Velocity = sp.State.Elo.Velocity(config, time.Now(), velocityWindow)
+		sp.Velocity, sp.VelocityNote = velocity(sp.State.Elo, config, time.Now())
 	}
 	return sp, nil
 }
@@ -341,7 +351,8 @@ func (s *Server) leaderboards(ctx context.Context, config string, history bool) 
 		}
 		b := byConfig[l.Config]
 		if b == nil {
-			b = &Leaderboard{Config: l.Config, Entries: []LeaderboardEntry{}, Velocity: st.Elo.Velocity(l.Config, time.Now(), velocityWindow)}
+			b = &Leaderboard{Config: l.Config, Entries: []LeaderboardEntry{}}
+			b.Velocity, b.VelocityNote = velocity(st.Elo, l.Config, time.Now())
 			byConfig[l.Config] = b
 			order = append(order, l.Config)
 		}

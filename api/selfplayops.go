@@ -153,13 +153,14 @@ func (s *Server) getPopulator(ctx context.Context, clusterName string) (Selfplay
 // ConfigEntry is one config of the catalogue.
 type ConfigEntry struct {
 	catalog.Entry
-	MinVRAMMB int      `json:"min_vram_mb"`
-	Weight    float64  `json:"weight" doc:"Curriculum weight given by a running populator or scheduler (1 when none names the config)."`
-	Games     int      `json:"games" doc:"Self-play games played so far by its loops."`
-	Best      string   `json:"best,omitempty"`
-	Elo       float64  `json:"elo,omitempty" doc:"Rating of its best model (the highest among its loops)."`
-	Velocity  float64  `json:"elo_velocity" doc:"Elo/day of that best model over the last 7 days."`
-	Loops     []string `json:"loops,omitempty" doc:"Its loops (CLUSTER/CONFIG), newest first."`
+	MinVRAMMB    int      `json:"min_vram_mb"`
+	Weight       float64  `json:"weight" doc:"Curriculum weight given by a running populator or scheduler (1 when none names the config)."`
+	Games        int      `json:"games" doc:"Self-play games played so far by its loops."`
+	Best         string   `json:"best,omitempty"`
+	Elo          float64  `json:"elo,omitempty" doc:"Rating of its best model (the highest among its loops)."`
+	Velocity     float64  `json:"elo_velocity" doc:"Elo/day of that best model over the last 7 days (0 while too early: see elo_velocity_note)."`
+	VelocityNote string   `json:"elo_velocity_note,omitempty" doc:"Why there is no velocity yet: the best model's history spans less than an hour."`
+	Loops        []string `json:"loops,omitempty" doc:"Its loops (CLUSTER/CONFIG), newest first."`
 }
 
 type configsOutput struct {
@@ -240,7 +241,8 @@ func (s *Server) configsCatalogue(ctx context.Context) ([]ConfigEntry, error) {
 			e.Games += l.st.TotalGames
 			if l.st.Best != "" && l.st.Elo != nil {
 				if r := l.st.Elo.Get(l.sum.Config, l.st.Best).Elo; e.Best == "" || r > e.Elo {
-					e.Best, e.Elo, e.Velocity = l.st.Best, r, l.st.Elo.Velocity(l.sum.Config, now, velocityWindow)
+					e.Best, e.Elo = l.st.Best, r
+					e.Velocity, e.VelocityNote = velocity(l.st.Elo, l.sum.Config, now)
 				}
 			}
 		}

@@ -295,8 +295,8 @@ func selfplayTable(w *tabwriter.Writer, sp api.Selfplay) {
 	if st.Node != "" {
 		fmt.Fprintf(w, "node\t%s\n", st.Node)
 	}
-	fmt.Fprintf(w, "generation\t%d (%d completed)\ngames\t%d\nbest\t%s (Elo %.0f, velocity %.1f Elo/day)\nlost activities\t%d\nmoved off draining nodes\t%d\n",
-		st.Generation, st.Completed, st.TotalGames, orDash(st.Best), sp.BestElo, sp.Velocity, st.Failures, st.Drains)
+	fmt.Fprintf(w, "generation\t%d (%d completed)\ngames\t%d\nbest\t%s (Elo %.0f, velocity %s)\nlost activities\t%d\nmoved off draining nodes\t%d\n",
+		st.Generation, st.Completed, st.TotalGames, orDash(st.Best), sp.BestElo, velocityText(sp.Velocity, sp.VelocityNote), st.Failures, st.Drains)
 	if d := st.Durations["generation"]; d != nil {
 		mean, p90 := d.Predict()
 		fmt.Fprintf(w, "generation takes\t%v (p90 %v, %d measured)\n", mean.Round(time.Second), p90.Round(time.Second), d.N)
@@ -331,7 +331,7 @@ func leaderboardTable(w *tabwriter.Writer, boards []api.Leaderboard, history boo
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "%s\tElo velocity %.1f/day\n", b.Config, b.Velocity)
+		fmt.Fprintf(w, "%s\tElo velocity %s\n", b.Config, velocityText(b.Velocity, b.VelocityNote))
 		fmt.Fprintln(w, "RANK\tMODEL\tLOOP\tELO\tGAMES\tW-D-L")
 		for r, e := range b.Entries {
 			name := e.Model
@@ -479,4 +479,13 @@ func selfplayLine(sp api.Selfplay) string {
 		head = progressBar(head, int64(sp.Live.Synced), int64(sp.Live.Target), 20, func(n int64) string { return fmt.Sprint(n) }) + " games"
 	}
 	return fmt.Sprintf("%s  best %s (Elo %.0f)  total %d games", head, orDash(st.Best), sp.BestElo, st.TotalGames)
+}
+
+// velocityText is an Elo velocity as the tables show it: "12.5 Elo/day",
+// or "too early" while there is under an hour of history.
+func velocityText(v float64, note string) string {
+	if note != "" {
+		return "too early"
+	}
+	return fmt.Sprintf("%.1f Elo/day", v)
 }

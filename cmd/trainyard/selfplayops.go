@@ -124,9 +124,9 @@ func addSelfplayOpsCmds(cmd *cobra.Command, cf *clientFlags) {
 	}
 	cfgCmd := getter("configs", "The configs catalogue: board cells, min VRAM and tier, curriculum weight, games, Elo and Elo velocity", cobra.NoArgs,
 		func([]string) string { return "/v1/selfplay/configs" }, &configs, func(w *tabwriter.Writer) {
-			fmt.Fprintln(w, "CONFIG\tCELLS\tMIN VRAM\tTIER\tWEIGHT\tGAMES\tBEST\tELO\tELO/DAY")
+			fmt.Fprintln(w, "CONFIG\tCELLS\tMIN VRAM\tTIER\tWEIGHT\tGAMES\tBEST\tELO\tVELOCITY")
 			for _, c := range configs.Configs {
-				fmt.Fprintf(w, "%s\t%d\t%d GB\t%s\t%.2f\t%d\t%s\t%.0f\t%.1f\n", c.Config, c.Cells, c.MinGB, c.Tier, c.Weight, c.Games, orDash(c.Best), c.Elo, c.Velocity)
+				fmt.Fprintf(w, "%s\t%d\t%d GB\t%s\t%.2f\t%d\t%s\t%.0f\t%s\n", c.Config, c.Cells, c.MinGB, c.Tier, c.Weight, c.Games, orDash(c.Best), c.Elo, velocityText(c.Velocity, c.VelocityNote))
 			}
 		})
 

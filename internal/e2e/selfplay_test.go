@@ -193,8 +193,12 @@ func TestSelfplayLoop(t *testing.T) {
 	if best == nil || best.Model != sp.State.Best || len(board.Matches) < 6 {
 		t.Fatalf("leaderboard best %+v, %d matches; loop best %s", best, len(board.Matches), sp.State.Best)
 	}
-	t.Logf("leaderboard: best %s at Elo %.0f, velocity %.0f Elo/day, %d matches", best.Model, best.Elo, board.Velocity, len(board.Matches))
-	if out := cli(t, dev, "selfplay", "leaderboard", "--config", "square8_2p"); !strings.Contains(out, sp.State.Best+" (best)") || !strings.Contains(out, "random (anchor)") {
+	t.Logf("leaderboard: best %s at Elo %.0f, velocity %.0f Elo/day (%s), %d matches", best.Model, best.Elo, board.Velocity, board.VelocityNote, len(board.Matches))
+	// Minutes of ratings are not a velocity (they read 482,061.7 Elo/day).
+	if board.Velocity != 0 || !strings.HasPrefix(board.VelocityNote, "too early") {
+		t.Errorf("a loop minutes old has Elo velocity %.1f (%q), want too early", board.Velocity, board.VelocityNote)
+	}
+	if out := cli(t, dev, "selfplay", "leaderboard", "--config", "square8_2p"); !strings.Contains(out, sp.State.Best+" (best)") || !strings.Contains(out, "random (anchor)") || !strings.Contains(out, "Elo velocity too early") {
 		t.Fatalf("selfplay leaderboard: %s", out)
 	}
 	// Following a finished loop prints each generation and returns.

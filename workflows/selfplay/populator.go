@@ -224,7 +224,8 @@ func (st *PopulatorState) populate(ctx, actx workflow.Context, in PopulatorInput
 
 // samples are the alert table's measurements: the populated queue's
 // depth, each node's self-play rate over its latest batch of the last
-// hour, each config's Elo velocity once it has a best model, each GPU's
+// hour, each config's Elo velocity once it has a best model and an hour of
+// its history, each GPU's
 // utilisation where its agent reports one.
 func samples(cluster string, view PopulatorView, queued int, now time.Time) []alerts.Sample {
 	out := []alerts.Sample{{Rule: alerts.QueueDepth, Subject: cluster, Value: float64(queued)}}
@@ -246,7 +247,7 @@ func samples(cluster string, view PopulatorView, queued int, now time.Time) []al
 				latest[w.Node] = rate{*w.Ended, float64(w.Games) / d}
 			}
 		}
-		if l.Best != "" {
+		if l.Best != "" && !l.TooEarly {
 			out = append(out, alerts.Sample{Rule: alerts.EloVelocity, Subject: l.Config, Value: l.Velocity})
 		}
 	}

@@ -35,17 +35,20 @@ type LoopView struct {
 	Phase   string `json:"phase,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 	// Queue is the work not finished, the running item first.
-	Queue      []string       `json:"queue"`
-	Running1   string         `json:"running_kind,omitempty" doc:"The kind of work running."`
-	WorkDone   map[string]int `json:"work_done,omitempty"`
-	Fresh      int            `json:"fresh,omitempty"`
-	Candidate  bool           `json:"candidate,omitempty"`
-	Best       string         `json:"best,omitempty"`
-	BestElo    float64        `json:"best_elo,omitempty"`
-	Velocity   float64        `json:"velocity" doc:"Elo/day of the best over the last 7 days."`
-	LastWork   *time.Time     `json:"last_work,omitempty"`
-	TotalGames int            `json:"total_games"`
-	Recent     []WorkRecord   `json:"recent,omitempty" doc:"The latest work items run."`
+	Queue     []string       `json:"queue"`
+	Running1  string         `json:"running_kind,omitempty" doc:"The kind of work running."`
+	WorkDone  map[string]int `json:"work_done,omitempty"`
+	Fresh     int            `json:"fresh,omitempty"`
+	Candidate bool           `json:"candidate,omitempty"`
+	Best      string         `json:"best,omitempty"`
+	BestElo   float64        `json:"best_elo,omitempty"`
+	Velocity  float64        `json:"velocity" doc:"Elo/day of the best over the last 7 days."`
+	// TooEarly: the best's history spans less than elo.MinVelocitySpan, so
+	// Velocity is 0 and the velocity alert takes no sample.
+	TooEarly   bool         `json:"velocity_too_early,omitempty"`
+	LastWork   *time.Time   `json:"last_work,omitempty"`
+	TotalGames int          `json:"total_games"`
+	Recent     []WorkRecord `json:"recent,omitempty" doc:"The latest work items run."`
 }
 
 // GPUUse is one GPU's utilisation as its agent reports it.
@@ -136,7 +139,8 @@ func LookLoop(ctx context.Context, c client.Client, clusterName, config string) 
 	}
 	if st.Elo != nil && st.Best != "" {
 		lv.BestElo = st.Elo.Get(config, st.Best).Elo
-		lv.Velocity = st.Elo.Velocity(config, time.Now(), 7*24*time.Hour)
+		v, ok := st.Elo.Velocity(config, time.Now(), 7*24*time.Hour)
+		lv.Velocity, lv.TooEarly = v, !ok
 	}
 	if n := len(st.Work); n > 0 {
 		lv.Recent = st.Work[max(0, n-10):]

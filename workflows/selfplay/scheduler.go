@@ -2,6 +2,7 @@ package selfplay
 
 import (
 	"fmt"
+	"github.com/trainyard/trainyard/internal/selfplay/elo"
 	"sort"
 	"time"
 
@@ -165,7 +166,7 @@ func Scheduler(ctx workflow.Context, in SchedulerInput) (SchedulerState, error) 
 				} else {
 					st.Loops[r.rec.Config] = &res
 					if res.Elo != nil {
-						c.Velocity = res.Elo.Velocity(r.rec.Config, workflow.Now(ctx), 7*24*time.Hour)
+						c.Velocity = velocity(ctx, res.Elo, r.rec.Config)
 						if res.Best != "" {
 							c.BestElo = res.Elo.Get(r.rec.Config, res.Best).Elo
 						}
@@ -219,4 +220,22 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// velocity is a config's Elo/day for its priority: 0 while its best model's
+// history spans less than an hour (before version 1, the slope of however
+// many minutes there were, extrapolated to a day, which gave a young
+// config a priority thousands of times its weight).
+func velocity(ctx workflow.Context, t *elo.Table, config string) float64 {
+	now := workflow.Now(ctx)
+	if workflow.GetVersion(ctx, "velocity-min-span", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		c := t.Configs[config]
+		if c == nil {
+			return 0
+		}
+		v, _ := elo.Velocity(c.BestLog, now, 7*24*time.Hour)
+		return v
+	}
+	v, _ := t.Velocity(config, now, 7*24*time.Hour)
+	return v
 }

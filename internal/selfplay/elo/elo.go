@@ -224,30 +224,48 @@ func (t *Table) History(config string) []Match {
 	return nil
 }
 
+// MinVelocitySpan is the least history a velocity is reported over: the
+// slope of a few minutes' ratings, extrapolated to a day, read 482,061.7
+// Elo/day on a loop 20 minutes old.
+const MinVelocitySpan = time.Hour
+
 // Velocity is how fast the config's best rating rose over the window
 // ending at now, in Elo per day: the least-squares slope of its best-model
-// log inside the window (0 with fewer than two points or no time span).
-func (t *Table) Velocity(config string, now time.Time, window time.Duration) float64 {
+// log inside the window. ok is false (and the velocity 0) while the points
+// in the window span less than MinVelocitySpan: too early to say.
+func (t *Table) Velocity(config string, now time.Time, window time.Duration) (perDay float64, ok bool) {
 	c := t.Configs[config]
 	if c == nil {
-		return 0
+		return 0, false
 	}
-	return Velocity(c.BestLog, now, window)
+	v, span := Velocity(c.BestLog, now, window)
+	if span < MinVelocitySpan {
+		return 0, false
+	}
+	return v, true
 }
 
 // Velocity is the least-squares slope, in Elo per day, of points inside
-// (now−window, now].
-func Velocity(points []Point, now time.Time, window time.Duration) float64 {
+// (now−window, now], and the time those points span (0 with fewer than two
+// points or no time span).
+func Velocity(points []Point, now time.Time, window time.Duration) (perDay float64, span time.Duration) {
 	var xs, ys []float64
+	var first, last time.Time
 	for _, p := range points {
 		if p.At.After(now) || !p.At.After(now.Add(-window)) {
 			continue
+		}
+		if first.IsZero() || p.At.Before(first) {
+			first = p.At
+		}
+		if p.At.After(last) {
+			last = p.At
 		}
 		xs = append(xs, p.At.Sub(now).Hours()/24)
 		ys = append(ys, p.Elo)
 	}
 	if len(xs) < 2 {
-		return 0
+		return 0, 0
 	}
 	var mx, my float64
 	for i := range xs {
@@ -262,7 +280,7 @@ func Velocity(points []Point, now time.Time, window time.Duration) float64 {
 		sxx += (xs[i] - mx) * (xs[i] - mx)
 	}
 	if sxx == 0 {
-		return 0
+		return 0, 0
 	}
-	return sxy / sxx
+	return sxy / sxx, last.Sub(first)
 }

@@ -106,7 +106,7 @@ func TestVelocity(t *testing.T) {
 		{"falling", []Point{{At: now.Add(-12 * time.Hour), Elo: 1500}, {At: now, Elo: 1490}}, day, -20},
 		{"same moment", []Point{{At: now, Elo: 1500}, {At: now, Elo: 1600}}, day, 0},
 	} {
-		if got := Velocity(tc.points, now, tc.window); !near(got, tc.want) {
+		if got, _ := Velocity(tc.points, now, tc.window); !near(got, tc.want) {
 			t.Errorf("%s: %v Elo/day, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -114,7 +114,24 @@ func TestVelocity(t *testing.T) {
 	tb.Promote("c", "m", now.Add(-day))
 	tb.Get("c", "m").Elo = 1550
 	tb.Promote("c", "m", now)
-	if v := tb.Velocity("c", now, 7*day); !near(v, 50) {
-		t.Fatalf("table velocity %v, want 50", v)
+	if v, ok := tb.Velocity("c", now, 7*day); !ok || !near(v, 50) {
+		t.Fatalf("table velocity %v (%v), want 50", v, ok)
+	}
+
+	// Minutes of history are not extrapolated to a day: a loop 20 minutes
+	// old whose best rose 1,089 Elo read 482,061.7 Elo/day before.
+	young := New(0)
+	young.Promote("c", "a", now.Add(-20*time.Minute))
+	young.Get("c", "a").Elo = 1893
+	young.Promote("c", "a", now)
+	if v, ok := young.Velocity("c", now, 7*day); ok || v != 0 {
+		t.Errorf("velocity over 20 minutes: %v (%v), want too early", v, ok)
+	}
+	if raw, span := Velocity(young.Configs["c"].BestLog, now, 7*day); raw < 1e4 || span != 20*time.Minute {
+		t.Errorf("raw slope %v over %v", raw, span)
+	}
+	young.Promote("c", "a", now.Add(MinVelocitySpan-20*time.Minute))
+	if _, ok := young.Velocity("c", now.Add(MinVelocitySpan), 7*day); !ok {
+		t.Error("an hour of history is enough")
 	}
 }
