@@ -483,7 +483,7 @@ func checkExport(t *testing.T, dev *devProc, c *minio.Client, key string, positi
 	}
 	if python == "" {
 		if os.Getenv("TRAINYARD_REQUIRE_NUMPY") != "" {
-			t.Fatal("no python3 with numpy (make selfplay-numpy)")
+			t.Fatal("no python3 with numpy (make python-numpy)")
 		}
 		t.Logf("python3-numpy missing: %s not loaded with NumPy", key)
 		return

@@ -25,7 +25,7 @@ const python = pythontest.Python
 
 func needNumpy(t testing.TB) {
 	t.Helper()
-	pythontest.Require(t, "TRAINYARD_REQUIRE_NUMPY", "selfplay-numpy", "numpy")
+	pythontest.Require(t, "TRAINYARD_REQUIRE_NUMPY", "python-numpy", "numpy")
 }
 
 // testServer serves the given plugins (name -> module) on a socket in a

@@ -74,7 +74,7 @@ echo v1 > "$TRAINYARD_CHECKPOINT_DIR/model.txt"; sleep 3; echo trained`, 1)},
 // gets an env server for it (TRAINYARD_ENV_SOCKET); the Python client
 // steps it from the trainer's process, and any other plugin is refused.
 func TestCommandTrainerStepsItsEnv(t *testing.T) {
-	pythontest.Require(t, "TRAINYARD_REQUIRE_NUMPY", "selfplay-numpy", "numpy")
+	pythontest.Require(t, "TRAINYARD_REQUIRE_NUMPY", "python-numpy", "numpy")
 	ctx := context.Background()
 	wasm := cartpoleWasm
 	sha := pluginhost.SHA256(wasm)

@@ -143,9 +143,9 @@ func TestNumPyLoads(t *testing.T) {
 	python := numpyPython()
 	if python == "" {
 		if os.Getenv("TRAINYARD_REQUIRE_NUMPY") != "" {
-			t.Fatal("no python3 with numpy (make selfplay-numpy installs Debian's python3-numpy)")
+			t.Fatal("no python3 with numpy (make python-numpy installs Debian's python3-numpy)")
 		}
-		t.Skip("python3-numpy not installed (make selfplay-numpy)")
+		t.Skip("python3-numpy not installed (make python-numpy)")
 	}
 	d, err := FromGames(games(), []int{2, 2})
 	if err != nil {

@@ -34,6 +34,11 @@ def main():
     rng = np.random.RandomState(a.seed)
     with trainyard.envs.make(a.env, num_envs=a.num_envs, seed=a.seed, socket_path=a.socket) as env, open(a.out, "wb") as f:
         n = env.num_envs
+        # Gymnasium 1.1+ wrappers read the mode from here (AutoresetMode's
+        # value where gymnasium is installed, the same string where not).
+        mode = env.metadata["autoreset_mode"]
+        if getattr(mode, "value", mode) != "SameStep":
+            sys.exit("metadata autoreset_mode is %r, want SameStep" % (mode,))
         obs, _ = env.reset(seed=a.seed)
         f.write(json.dumps({"num_envs": n, "steps": a.steps, "obs_dim": env.hello["obs_dim"], "act_dim": env.hello["act_dim"]}).encode() + b"\n")
         f.write(obs.astype("<f4").tobytes())

@@ -11,7 +11,8 @@ short message each way.
     obs, info = env.reset(seed=0)
     obs, rewards, terminations, truncations, info = env.step(actions)
 
-The API is Gymnasium's ``VectorEnv`` (0.29), with its same-step autoreset:
+The API is Gymnasium's ``VectorEnv`` (0.29 and 1.x), in same-step autoreset
+mode (``metadata["autoreset_mode"]``, Gymnasium 1.1's ``AutoresetMode.SAME_STEP``):
 a finished env is reset inside ``step``; ``obs`` holds its new first
 observation and ``info["final_observation"][i]`` the last one before the
 reset (``info["_final_observation"][i]`` is True for those envs; the same
@@ -40,6 +41,14 @@ try:  # optional: only to look like one to code that checks
 except Exception:  # noqa: BLE001 - absent or broken: plain spaces
     _gym = None
     _Base = object
+
+# Gymnasium 1.1+ reads a vector env's autoreset mode from its metadata, as
+# its AutoresetMode enum (whose value is "SameStep"); wrappers that support
+# only some modes check it. Without gymnasium (or before 1.1) the value.
+try:
+    AUTORESET_MODE = _gym.vector.AutoresetMode.SAME_STEP
+except Exception:  # noqa: BLE001 - gymnasium absent or older than 1.1
+    AUTORESET_MODE = "SameStep"
 
 
 class EnvServerError(RuntimeError):
@@ -216,7 +225,7 @@ class StepInfo(dict):
 class VecEnv(_Base):
     """``num_envs`` instances of one env plugin, stepped in lock-step."""
 
-    metadata = {"autoreset_mode": "same-step"}
+    metadata = {"autoreset_mode": AUTORESET_MODE}
 
     def __init__(self, env_id, num_envs, seed, socket_path, copy=True):
         self._sock = None
