@@ -1,0 +1,122 @@
+package testhosts
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHosts: two hosts reach the root namespace's listener and each other;
+// a partition from the gateway cuts one off both ways and leaves its peer
+// link alone; a partition from one peer, the other way round; Heal
+// restores both; loss drops some packets; a Net's namespaces and bridge are
+// gone after it; what a dead run left is swept.
+func TestHosts(t *testing.T) {
+	n := New(t)
+	a, b := n.Host("a"), n.Host("b")
+	if !n.Subnet.Contains(a.Addr) || !Range.Contains(n.Gateway) || a.Addr == b.Addr {
+		t.Fatalf("addresses: net %v gateway %v, a %v, b %v", n.Subnet, n.Gateway, a.Addr, b.Addr)
+	}
+
+	// An HTTP server on the gateway (the control plane's side) and one in b.
+	ln, err := net.Listen("tcp", n.Gateway.String()+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	gw := "http://" + ln.Addr().String() + "/"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	peer := b.Command(ctx, "/usr/bin/python3", "-m", "http.server", "8000", "--bind", b.Addr.String())
+	if err := peer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	bURL := "http://" + b.Addr.String() + ":8000/"
+
+	reach := func(h *Host, url string) bool {
+		t.Helper()
+		out, _ := h.Command(ctx, "curl", "-s", "-m", "1", "-o", "/dev/null", "-w", "%{http_code}", url).Output()
+		return string(out) == "200"
+	}
+	waitReach := func(h *Host, url string) {
+		t.Helper()
+		for i := 0; !reach(h, url); i++ {
+			if i == 50 {
+				t.Fatalf("%s cannot reach %s", h.Name, url)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitReach(a, gw)
+	waitReach(a, bURL)
+
+	a.PartitionFrom(n.Gateway)
+	if reach(a, gw) {
+		t.Error("a reaches the gateway through a partition")
+	}
+	if !reach(a, bURL) {
+		t.Error("a partitioned from the gateway lost its peer too")
+	}
+	// Both ways: the root namespace cannot reach a's listener either.
+	aSrv := a.Command(ctx, "/usr/bin/python3", "-m", "http.server", "8001", "--bind", a.Addr.String())
+	if err := aSrv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if out, _ := exec.CommandContext(ctx, "curl", "-s", "-m", "1", "-o", "/dev/null", "-w", "%{http_code}", "http://"+a.Addr.String()+":8001/").Output(); string(out) == "200" {
+		t.Error("the root namespace reaches a through its partition")
+	}
+	a.Heal()
+	waitReach(a, gw)
+
+	a.PartitionFrom(b.Addr)
+	if reach(a, bURL) || !reach(a, gw) {
+		t.Error("a partition from b: want b cut off and the gateway reachable")
+	}
+	a.Heal()
+	waitReach(a, bURL)
+
+	a.Loss(100)
+	if reach(a, gw) {
+		t.Error("a reaches the gateway at 100% loss")
+	}
+	a.Heal()
+	waitReach(a, gw)
+}
+
+func TestCloseAndSweep(t *testing.T) {
+	var ns, bridge string
+	t.Run("net", func(t *testing.T) {
+		n := New(t)
+		ns, bridge = n.Host("x").NS, n.name
+	})
+	if out, _ := run("netns", "list"); strings.Contains(out, ns) {
+		t.Errorf("namespace %s left after its test", ns)
+	}
+	if _, err := run("link", "show", bridge); err == nil {
+		t.Errorf("bridge %s left after its test", bridge)
+	}
+
+	// A namespace and a bridge named after a pid that is gone.
+	gone := "ty4194303z"
+	if _, err := run("netns", "add", gone+"-h"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run("link", "add", gone, "type", "bridge"); err != nil {
+		t.Fatal(err)
+	}
+	New(t)
+	if out, _ := run("netns", "list"); strings.Contains(out, gone) {
+		t.Errorf("namespace %s-h of a dead run not swept", gone)
+	}
+	if _, err := run("link", "show", gone); err == nil {
+		t.Errorf("bridge %s of a dead run not swept", gone)
+	}
+}
