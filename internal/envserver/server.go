@@ -28,16 +28,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/trainyard/trainyard/internal/pluginhost"
+	"github.com/trainyard/trainyard/internal/shmem"
 	"github.com/trainyard/trainyard/sdk/go/envs"
 )
 
@@ -136,11 +135,11 @@ func (s *Server) session(ctx context.Context, conn *net.UnixConn) error {
 	if err != nil {
 		return refuse(conn, err)
 	}
-	defer b.close()
+	defer b.Close()
 	hello := Hello{Protocol: Protocol, Plugin: md.Name + "@" + md.Version, Spec: v.Spec(), NumEnvs: v.NumEnvs(),
-		ObsDim: b.od, ActDim: b.ad, Offsets: b.offsets, Size: len(b.mem)}
+		ObsDim: b.od, ActDim: b.ad, Offsets: b.offsets, Size: len(b.Mem)}
 	msg, _ := json.Marshal(hello)
-	if _, _, err := conn.WriteMsgUnix(append(msg, '\n'), unix.UnixRights(b.fd), nil); err != nil {
+	if _, _, err := conn.WriteMsgUnix(append(msg, '\n'), unix.UnixRights(b.Fd()), nil); err != nil {
 		return fmt.Errorf("send hello: %w", err)
 	}
 	for {
@@ -185,14 +184,11 @@ func refuse(conn *net.UnixConn, err error) error {
 	return err
 }
 
-// buffers are a session's batch buffers in one shared mapping of an
-// unlinked file (in /dev/shm where there is one): the client maps the same
-// pages through the descriptor it is sent, so nothing is copied over the
-// socket.
+// buffers are a session's batch buffers in one shared file (package
+// shmem): the client maps the same pages through the descriptor it is
+// sent, so nothing is copied over the socket.
 type buffers struct {
-	f       *os.File
-	fd      int
-	mem     []byte
+	*shmem.File
 	od, ad  int
 	offsets map[string]int
 
@@ -200,56 +196,18 @@ type buffers struct {
 	term, trunc                     []bool
 }
 
-// bufferAlign keeps every buffer on its own cache lines.
-const bufferAlign = 64
-
 func newBuffers(n, od, ad int) (*buffers, error) {
-	b := &buffers{od: od, ad: ad, offsets: map[string]int{}}
-	size := 0
-	for _, f := range []struct {
-		name  string
-		bytes int
-	}{{"actions", 4 * n * ad}, {"obs", 4 * n * od}, {"rewards", 4 * n}, {"terminated", n}, {"truncated", n}, {"final_obs", 4 * n * od}} {
-		b.offsets[f.name] = size
-		size += (f.bytes + bufferAlign - 1) / bufferAlign * bufferAlign
-	}
-	dir := os.TempDir()
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		dir = "/dev/shm" // memory, not disk
-	}
-	f, err := os.CreateTemp(dir, "trainyard-envs-*")
+	offsets, size := shmem.Layout(shmem.Field{Name: "actions", Bytes: 4 * n * ad}, shmem.Field{Name: "obs", Bytes: 4 * n * od},
+		shmem.Field{Name: "rewards", Bytes: 4 * n}, shmem.Field{Name: "terminated", Bytes: n}, shmem.Field{Name: "truncated", Bytes: n},
+		shmem.Field{Name: "final_obs", Bytes: 4 * n * od})
+	f, err := shmem.New("trainyard-envs", size)
 	if err != nil {
-		return nil, fmt.Errorf("shared buffers: %w", err)
+		return nil, err
 	}
-	os.Remove(f.Name()) // lives while the descriptors do
-	if err := f.Truncate(int64(size)); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("shared buffers: %d bytes: %w", size, err)
-	}
-	fd := int(f.Fd())
-	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("shared buffers: mmap %d bytes: %w", size, err)
-	}
-	b.f, b.fd, b.mem = f, fd, mem
-	f32 := func(name string, count int) []float32 {
-		if count == 0 {
-			return []float32{}
-		}
-		return unsafe.Slice((*float32)(unsafe.Pointer(&mem[b.offsets[name]])), count)
-	}
-	flags := func(name string) []bool {
-		return unsafe.Slice((*bool)(unsafe.Pointer(&mem[b.offsets[name]])), n)
-	}
-	b.actions, b.obs, b.rewards, b.finalObs = f32("actions", n*ad), f32("obs", n*od), f32("rewards", n), f32("final_obs", n*od)
-	b.term, b.trunc = flags("terminated"), flags("truncated")
+	b := &buffers{File: f, od: od, ad: ad, offsets: offsets}
+	b.actions, b.obs, b.rewards, b.finalObs = f.Float32s(offsets["actions"], n*ad), f.Float32s(offsets["obs"], n*od), f.Float32s(offsets["rewards"], n), f.Float32s(offsets["final_obs"], n*od)
+	b.term, b.trunc = f.Bools(offsets["terminated"], n), f.Bools(offsets["truncated"], n)
 	return b, nil
-}
-
-func (b *buffers) close() {
-	unix.Munmap(b.mem)
-	b.f.Close()
 }
 
 // Modules is an Opener that fetches each reference's module once, loads it
