@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -30,16 +31,18 @@ import (
 )
 
 type agentOptions struct {
-	cluster   string
-	node      string
-	gpus      string
-	cpus      float64
-	workDir   string
-	heartbeat time.Duration
-	metrics   string
-	temporal  temporalx.Options
-	s3        objstore.Config
-	wasmDir   string
+	cluster      string
+	node         string
+	gpus         string
+	expectedGPUs string
+	advertise    string
+	cpus         float64
+	workDir      string
+	heartbeat    time.Duration
+	metrics      string
+	temporal     temporalx.Options
+	s3           objstore.Config
+	wasmDir      string
 	// preempt is a preemption notice source (preempt.Parse); drainTimeout
 	// bounds how long SIGTERM waits for work to checkpoint and report.
 	preempt      string
@@ -71,6 +74,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.StringVar(&o.node, "node", "", "this node's name in the cluster spec (required)")
 	f.Float64Var(&o.cpus, "cpus", 0, "CPUs to offer instead of the detected ones (local agents sharing one machine each offer their spec's)")
 	f.StringVar(&o.gpus, "gpus", "", `GPUs instead of nvidia-smi: "0:TITAN X:12GB,1:GTX 1080 Ti:11GB", "2xA100:80GB" or "none"`)
+	f.StringVar(&o.expectedGPUs, "expected-gpus", "", "the GPUs the spec describes (--gpus syntax): offered where this machine has no nvidia-smi; where it has, the detected ones are (the cluster shows a difference)")
 	f.StringVar(&o.workDir, "work-dir", "", "where job processes start (default: the agent's state dir, else the current dir)")
 	f.DurationVar(&o.heartbeat, "heartbeat-interval", 5*time.Second, "how often to report to the cluster")
 	f.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
@@ -79,6 +83,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long running work gets to checkpoint and report before the agent exits")
 	f.StringVar(&o.secretsFile, "secrets-file", "", "0600 file with join_token, s3_access_key_id, s3_secret_access_key (default: $TRAINYARD_AGENT_CONFIG, written by the provisioner)")
 	f.IntVar(&o.maxRefusals, "max-refusals", 6, "exit non-zero once the cluster has refused this many heartbeats (wrong or missing join token, unknown node)")
+	f.StringVar(&o.advertise, "advertise-address", "", "the address this node's peers reach it at (gangs' MASTER_ADDR, an LLM loop's trainer and pool; default: the source address of its route to --temporal-address)")
 	f.StringVar(&o.jobUser, "job-user", "", "run jobs as this account, so they cannot read the agent's secrets (needs root; default: the agent's own user)")
 	addTemporalFlags(f, &o.temporal)
 	addS3Flags(f, &o.s3)
@@ -126,7 +131,17 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 		defer ms.Stop(context.Background())
 		log.Info("metrics", "url", ms.URL+"/metrics")
 	}
-	dopts := detect.Options{GPUs: o.gpus}
+	dopts := detect.Options{GPUs: o.gpus, Expected: o.expectedGPUs}
+	// nvidia-smi lists every GPU of the machine; the agent offers those its
+	// CUDA_VISIBLE_DEVICES shows (the local provisioner splits a machine's
+	// GPUs between its local agents that way).
+	if v, ok := os.LookupEnv(procenv.CUDAVisibleDevices); ok {
+		if idx, ok := detect.ParseVisible(v); ok {
+			dopts.Visible = idx
+		} else {
+			log.Warn("CUDA_VISIBLE_DEVICES names no indices: offering every GPU nvidia-smi lists", "value", v)
+		}
+	}
 	res, err := detect.Detect(ctx, dopts)
 	if err != nil {
 		return fmt.Errorf("agent %s: detect resources: %w", o.node, err)
@@ -194,7 +209,14 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 		})
 	}
 
-	hb := cluster.Heartbeat{Node: o.node, AgentID: uuid.NewString(), Resources: res, PID: os.Getpid()}
+	addr := o.advertise
+	if addr == "" {
+		if addr, err = routeSource(o.temporal.Address); err != nil {
+			return fmt.Errorf("agent %s: %w (set --advertise-address)", o.node, err)
+		}
+	}
+	log.Info("advertising", "address", addr)
+	hb := cluster.Heartbeat{Node: o.node, AgentID: uuid.NewString(), Resources: res, PID: os.Getpid(), Address: addr}
 	beat := func(ctx context.Context) {
 		hb.GPUUtil, hb.Draining = gpuUtil(ctx, dopts, len(res.GPUs)), drains.Reason()
 		secrets.sign(&hb, time.Now().UnixNano())
@@ -292,4 +314,17 @@ func gpuUtil(ctx context.Context, o detect.Options, n int) []int {
 		}
 	}
 	return out
+}
+
+// routeSource is the address this machine sends from to reach hostport: the
+// one its peers can reach it at when they share the control plane's
+// network (a UDP "connection" only asks the kernel for the route; nothing
+// is sent).
+func routeSource(hostport string) (string, error) {
+	c, err := net.Dial("udp", hostport)
+	if err != nil {
+		return "", fmt.Errorf("route to the control plane %s: %w", hostport, err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).IP.String(), nil
 }

@@ -287,6 +287,9 @@ func clusterTable(w *tabwriter.Writer, st cluster.Status) {
 				note = strings.TrimPrefix(note+"; ", "; ") + "draining: " + n.DrainReason
 			}
 		}
+		if n.GPUsDiffer != "" {
+			note = strings.TrimPrefix(note+"; ", "; ") + "GPUs differ: " + n.GPUsDiffer
+		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%.1f/%.1f\t%s/%s\t%s\t%d\t%s\n", n.Name, health, n.Provider,
 			n.Used.CPUs, n.Resources.CPUs, humanMB(n.Used.MemoryMB), humanMB(n.Resources.MemoryMB), gpu, len(n.Jobs), note)
 	}

@@ -89,12 +89,13 @@ func (a agentLaunch) launch(clusterName string, node spec.Node, token string, he
 		"--temporal-address", a.temporalAddr, "--temporal-namespace", a.namespace,
 		"--heartbeat-interval", heartbeat.String()}
 	if node.Provisioner.Kind == spec.KindLocal {
-		// Local agents share this machine: each gets the GPUs its spec lists.
-		desc := node.GPUDescription()
-		if desc == "" {
-			desc = "none"
+		// Local agents share this machine: each sees the GPUs its spec
+		// gives it (CUDA_VISIBLE_DEVICES, set by the local provisioner) and
+		// offers what nvidia-smi reports of them; the described ones only
+		// where there is no nvidia-smi.
+		if desc := node.GPUDescription(); desc != "" {
+			args = append(args, "--expected-gpus", desc)
 		}
-		args = append(args, "--gpus", desc)
 		if node.Resources.CPUs > 0 {
 			args = append(args, "--cpus", strconv.FormatFloat(node.Resources.CPUs, 'f', -1, 64))
 		}

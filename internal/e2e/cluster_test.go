@@ -16,12 +16,14 @@ import (
 type clusterStatus struct {
 	Busy  bool `json:"busy"`
 	Nodes []struct {
-		Name      string `json:"name"`
-		Health    string `json:"health"`
-		Error     string `json:"error"`
-		AgentPID  int    `json:"agent_pid"`
-		Jobs      []string
-		Resources struct {
+		Name       string `json:"name"`
+		Health     string `json:"health"`
+		Error      string `json:"error"`
+		GPUsDiffer string `json:"gpus_differ"`
+		Address    string `json:"address"`
+		AgentPID   int    `json:"agent_pid"`
+		Jobs       []string
+		Resources  struct {
 			GPUs []struct {
 				Index int    `json:"index"`
 				Model string `json:"model"`

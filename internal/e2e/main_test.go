@@ -69,7 +69,14 @@ type devProc struct {
 // cleanup kills it and the agents it started.
 func startDev(t testing.TB, dir string, extra ...string) *devProc {
 	t.Helper()
-	p, err := launchDev(dir, t.TempDir(), extra...)
+	return startDevEnv(t, dir, nil, extra...)
+}
+
+// startDevEnv is startDev with env added to the test's environment (its
+// agents inherit PATH: a fake nvidia-smi on it is what they detect).
+func startDevEnv(t testing.TB, dir string, env []string, extra ...string) *devProc {
+	t.Helper()
+	p, err := launchDev(dir, t.TempDir(), env, extra...)
 	if p != nil {
 		t.Cleanup(func() {
 			p.kill(syscall.SIGKILL)
@@ -101,7 +108,7 @@ func sharedDev(t *testing.T) *devProc {
 	t.Helper()
 	shared.once.Do(func() {
 		if shared.dir, shared.err = os.MkdirTemp("", "trainyard-e2e-shared"); shared.err == nil {
-			shared.dev, shared.err = launchDev(filepath.Join(shared.dir, "data"), shared.dir)
+			shared.dev, shared.err = launchDev(filepath.Join(shared.dir, "data"), shared.dir, nil)
 		}
 	})
 	if shared.err != nil {
@@ -124,7 +131,7 @@ func stopShared() {
 
 // launchDev starts dev with its log in logDir; on an error after the start
 // it returns the process too, for the caller to kill.
-func launchDev(dir, logDir string, extra ...string) (*devProc, error) {
+func launchDev(dir, logDir string, env []string, extra ...string) (*devProc, error) {
 	os.Remove(filepath.Join(dir, "endpoints.json"))
 	logf, err := os.OpenFile(filepath.Join(logDir, "dev.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -133,6 +140,9 @@ func launchDev(dir, logDir string, extra ...string) (*devProc, error) {
 	p := &devProc{dir: dir, stdout: &bytes.Buffer{}, stderr: logf}
 	args := append([]string{"dev", "--data-dir", dir, "--api-port", "0", "--temporal-port", "0", "--ui-port", "0", "--s3-port", "0"}, extra...)
 	p.cmd = exec.Command(binary, args...)
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, logf
 	if err := p.cmd.Start(); err != nil {
 		return nil, err

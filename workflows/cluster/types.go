@@ -131,6 +131,10 @@ type Heartbeat struct {
 	// Draining says why the agent drains (a preemption notice, SIGTERM, a
 	// drain request); empty while it takes work.
 	Draining string `json:"draining,omitempty"`
+	// Address is where the node's peers reach it (the agent's
+	// --advertise-address: by default the source address of its route to
+	// the control plane).
+	Address string `json:"address,omitempty"`
 }
 
 // Release returns a job's allocation.
@@ -201,8 +205,9 @@ type Assigned struct {
 	Node     string `json:"node"`
 	Queue    string `json:"queue"`
 	GPUs     []int  `json:"gpus,omitempty"`
-	// Address is the node's address in the cluster spec (empty for local
-	// nodes: this machine), where other instances reach it.
+	// Address is where other instances reach the node: the address its
+	// agent advertises, else the one in the cluster spec (empty for local
+	// nodes of a workflow from before advertised addresses: this machine).
 	Address string `json:"address,omitempty"`
 }
 
@@ -288,7 +293,9 @@ type NodeStatus struct {
 	Error         string             `json:"error,omitempty"`
 	Draining      bool               `json:"draining,omitempty"`
 	DrainReason   string             `json:"drain_reason,omitempty" doc:"Why the node drains: a drain request, a preemption notice, SIGTERM."`
+	Address       string             `json:"address,omitempty" doc:"Where peers reach the node (gangs' MASTER_ADDR, an LLM loop's trainer and pool): its agent's advertised address, else the spec's."`
 	Resources     resources.Capacity `json:"resources" doc:"As reported by the agent (expected ones until it registers)."`
+	GPUsDiffer    string             `json:"gpus_differ,omitempty" doc:"Set when the agent reports other GPUs than the spec describes: what each says."`
 	Used          Usage              `json:"used"`
 	GPUUtil       []int              `json:"gpu_util,omitempty"`
 	LastHeartbeat *time.Time         `json:"last_heartbeat,omitempty"`
@@ -377,10 +384,12 @@ type nodeState struct {
 	// agent says it heard: its beats sent before then still carry it.
 	Undrained string             `json:"undrained,omitempty"`
 	Reported  resources.Capacity `json:"reported"`
-	GPUUtil   []int              `json:"gpu_util,omitempty"`
-	LastBeat  time.Time          `json:"last_beat"`
-	AgentID   string             `json:"agent_id,omitempty"`
-	AgentPID  int                `json:"agent_pid,omitempty"`
+	// Address is the one its agent advertises (empty before it reports one).
+	Address  string    `json:"address,omitempty"`
+	GPUUtil  []int     `json:"gpu_util,omitempty"`
+	LastBeat time.Time `json:"last_beat"`
+	AgentID  string    `json:"agent_id,omitempty"`
+	AgentPID int       `json:"agent_pid,omitempty"`
 	// LastSeq is the sequence number of the last heartbeat accepted.
 	LastSeq   int64            `json:"last_seq,omitempty"`
 	Allocated map[string]Usage `json:"allocated,omitempty"` // by job id

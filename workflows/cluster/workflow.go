@@ -548,7 +548,7 @@ func (c *controller) heartbeat(now time.Time, hb Heartbeat) {
 	if hb.Draining == "" || hb.AgentID != n.AgentID {
 		n.Undrained = ""
 	}
-	n.LastBeat, n.AgentID, n.AgentPID, n.Reported, n.GPUUtil = now, hb.AgentID, hb.PID, hb.Resources, hb.GPUUtil
+	n.LastBeat, n.AgentID, n.AgentPID, n.Reported, n.GPUUtil, n.Address = now, hb.AgentID, hb.PID, hb.Resources, hb.GPUUtil, hb.Address
 	if n.Health != Stopped {
 		n.Health, n.Error = idleOrHealthy(n), ""
 	}
@@ -861,7 +861,7 @@ func (c *controller) held(works ...string) (Allocation, bool) {
 		sort.Strings(keys)
 		for _, k := range keys {
 			u := n.Allocated[k]
-			out.Assignments = append(out.Assignments, Assigned{Role: u.Role, Instance: u.Instance, Node: name, Queue: NodeQueue(c.st.Name, name), GPUs: u.GPUs, Address: n.Spec.Address})
+			out.Assignments = append(out.Assignments, Assigned{Role: u.Role, Instance: u.Instance, Node: name, Queue: NodeQueue(c.st.Name, name), GPUs: u.GPUs, Address: n.address()})
 		}
 	}
 	if len(out.Assignments) == 0 {
@@ -1065,6 +1065,7 @@ func (c *controller) status(now time.Time) Status {
 		ns := NodeStatus{
 			Name: name, Provider: n.Spec.Provider, Provisioner: n.Spec.Provisioner.Kind, Ephemeral: n.Spec.Ephemeral, Labels: n.Spec.Labels,
 			Health: n.Health, Error: n.Error, Draining: n.Draining, DrainReason: n.DrainReason, Resources: res, Used: u, GPUUtil: n.GPUUtil, AgentPID: n.AgentPID,
+			Address: n.address(),
 		}
 		if n.Health == Pending {
 			s.Busy = true
@@ -1072,6 +1073,7 @@ func (c *controller) status(now time.Time) Status {
 		if !n.LastBeat.IsZero() {
 			t := n.LastBeat
 			ns.LastHeartbeat = &t
+			ns.GPUsDiffer = gpusDiffer(n.Spec.Resources.GPUs, n.Reported.GPUs)
 		}
 		for j := range n.Allocated {
 			ns.Jobs = append(ns.Jobs, j)
@@ -1101,4 +1103,14 @@ func rootCause(err error) string {
 		return app.Message()
 	}
 	return err.Error()
+}
+
+// address is where the node's peers reach it: what its agent advertises
+// (it knows its own route; a spec's address may be a name only the control
+// plane resolves), else the spec's.
+func (n *nodeState) address() string {
+	if n.Address != "" {
+		return n.Address
+	}
+	return n.Spec.Address
 }

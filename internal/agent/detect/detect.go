@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,14 @@ type Options struct {
 	// GPUs, when non-empty, is a gpudesc description used instead of
 	// nvidia-smi ("none" declares a GPU-less node).
 	GPUs string
+	// Expected is the spec's description of the GPUs (gpudesc): what a
+	// machine without nvidia-smi offers (tests, laptops). Where nvidia-smi
+	// is, the GPUs it reports win, and the cluster shows any difference.
+	Expected string
+	// Visible, when non-nil, limits detection to these nvidia-smi indices
+	// (the agent's CUDA_VISIBLE_DEVICES: local agents sharing a machine
+	// each get their own); an empty non-nil slice sees none.
+	Visible []int
 	// NvidiaSMI is the program to run; default "nvidia-smi" from PATH.
 	NvidiaSMI string
 	// Root prefixes /proc and /sys paths (tests point it at a fixture tree).
@@ -76,6 +85,9 @@ func GPUs(ctx context.Context, o Options) ([]GPUStatus, error) {
 	path, err := exec.LookPath(smi)
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			if strings.TrimSpace(o.Expected) != "" {
+				return GPUs(ctx, Options{GPUs: o.Expected})
+			}
 			return nil, nil
 		}
 		return nil, fmt.Errorf("find %s: %w", smi, err)
@@ -103,7 +115,31 @@ func GPUs(ctx context.Context, o Options) ([]GPUStatus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse %s output: %w", path, err)
 	}
+	if o.Visible != nil {
+		gs = slices.DeleteFunc(gs, func(g GPUStatus) bool { return !slices.Contains(o.Visible, g.Index) })
+	}
 	return gs, nil
+}
+
+// ParseVisible reads CUDA_VISIBLE_DEVICES as nvidia-smi indices ("0,2").
+// ok is false for a list it cannot map to indices (GPU UUIDs, MIG
+// instances): detection then sees every GPU nvidia-smi lists.
+func ParseVisible(s string) (idx []int, ok bool) {
+	idx = []int{}
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		i, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, false
+		}
+		if i < 0 { // CUDA stops at the first negative index
+			break
+		}
+		idx = append(idx, i)
+	}
+	return idx, true
 }
 
 // CPUs is the number of CPUs this process may use: the affinity mask,

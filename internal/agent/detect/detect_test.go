@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,6 +75,35 @@ func TestDetect(t *testing.T) {
 			name: "missing nvidia-smi is no GPUs",
 			opts: func(t *testing.T) Options {
 				return Options{NvidiaSMI: filepath.Join(t.TempDir(), "nvidia-smi"), Root: fixtureRoot(t, meminfo64G, "", "")}
+			},
+			want: resources.Capacity{CPUs: ncpu, MemoryMB: 64299},
+		},
+		{
+			name: "expected GPUs where nvidia-smi is missing",
+			opts: func(t *testing.T) Options {
+				return Options{Expected: "1:TITAN X:12GB", NvidiaSMI: filepath.Join(t.TempDir(), "nvidia-smi"), Root: fixtureRoot(t, meminfo64G, "", "")}
+			},
+			want: resources.Capacity{CPUs: ncpu, MemoryMB: 64299, GPUs: []resources.GPU{{Index: 1, Model: "TITAN X", VRAMMB: 12288}}},
+		},
+		{
+			name: "detected GPUs win over expected ones",
+			opts: func(t *testing.T) Options {
+				return Options{Expected: "1:TITAN X:12GB", NvidiaSMI: fakeSMI(t, "0, NVIDIA H200, 143771, 0, 1\n", 0), Root: fixtureRoot(t, meminfo64G, "", "")}
+			},
+			want: resources.Capacity{CPUs: ncpu, MemoryMB: 64299, GPUs: []resources.GPU{{Index: 0, Model: "NVIDIA H200", VRAMMB: 143771}}},
+		},
+		{
+			name: "visible devices of four",
+			opts: func(t *testing.T) Options {
+				smi := fakeSMI(t, "0, NVIDIA H200, 143771, 0, 1\n1, NVIDIA H200, 143771, 0, 1\n2, NVIDIA H200, 143771, 0, 1\n3, NVIDIA H200, 143771, 0, 1\n", 0)
+				return Options{Visible: []int{1, 3}, NvidiaSMI: smi, Root: fixtureRoot(t, meminfo64G, "", "")}
+			},
+			want: resources.Capacity{CPUs: ncpu, MemoryMB: 64299, GPUs: []resources.GPU{{Index: 1, Model: "NVIDIA H200", VRAMMB: 143771}, {Index: 3, Model: "NVIDIA H200", VRAMMB: 143771}}},
+		},
+		{
+			name: "no visible devices",
+			opts: func(t *testing.T) Options {
+				return Options{Visible: []int{}, NvidiaSMI: fakeSMI(t, "0, NVIDIA H200, 143771, 0, 1\n", 0), Root: fixtureRoot(t, meminfo64G, "", "")}
 			},
 			want: resources.Capacity{CPUs: ncpu, MemoryMB: 64299},
 		},
@@ -184,6 +214,26 @@ func TestParseMeminfo(t *testing.T) {
 		}
 		if err != nil || got != tt.want {
 			t.Errorf("ParseMeminfo(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestParseVisible(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+		ok   bool
+	}{
+		{"", []int{}, true},
+		{"0", []int{0}, true},
+		{"2, 0", []int{2, 0}, true},
+		{"1,-1,2", []int{1}, true}, // CUDA stops at the first negative index
+		{"GPU-5f0a1c7e-0000", nil, false},
+		{"MIG-1", nil, false},
+	} {
+		got, ok := ParseVisible(tc.in)
+		if ok != tc.ok || !slices.Equal(got, tc.want) {
+			t.Errorf("ParseVisible(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
 	}
 }

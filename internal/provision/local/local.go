@@ -58,7 +58,8 @@ func (p *Provisioner) dir(node spec.Node) (string, error) {
 }
 
 // Start starts node's agent unless it already runs, with CUDA_VISIBLE_DEVICES
-// set to the node's GPUs so local agents never share one.
+// set to the node's GPUs, when it is given any, so local agents never share
+// one.
 func (p *Provisioner) Start(ctx context.Context, node spec.Node, l provision.AgentLaunch) (provision.Handle, error) {
 	dir, err := p.dir(node)
 	if err != nil {
@@ -77,11 +78,15 @@ func (p *Provisioner) Start(ctx context.Context, node spec.Node, l provision.Age
 	for k, v := range l.Env {
 		env[k] = v
 	}
-	ids := make([]string, 0)
-	for _, g := range node.GPUIndices() {
-		ids = append(ids, strconv.Itoa(g))
+	// A node given GPUs (described, or provisioner.local.gpus) sees only
+	// those; one given none sees the machine's, as nvidia-smi reports them.
+	if idx := node.GPUIndices(); len(idx) > 0 {
+		ids := make([]string, len(idx))
+		for i, g := range idx {
+			ids[i] = strconv.Itoa(g)
+		}
+		env[procenv.CUDAVisibleDevices] = strings.Join(ids, ",")
 	}
-	env[procenv.CUDAVisibleDevices] = strings.Join(ids, ",")
 	env[procenv.CUDADeviceOrder] = "PCI_BUS_ID"
 	inherit := p.Inherit
 	if inherit == nil {

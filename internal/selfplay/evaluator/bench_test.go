@@ -19,7 +19,7 @@ import (
 	"github.com/trainyard/trainyard/sdk/go/games/kinrow"
 )
 
-// mlp is a numpy network of square8_2p's shape (192 inputs, 66 actions, 2
+// mlp is a numpy network of square8_2p's shape (192 inputs, 64 actions, 2
 // players) with two hidden layers of width, the model both sides of the
 // protocol benchmark evaluate; it prints its own in-process rate at batch
 // 256 before it serves.
@@ -28,7 +28,7 @@ rng = np.random.default_rng(0)
 W = int(sys.argv[2])
 w1 = rng.standard_normal((192, W), dtype=np.float32) / 14
 w2 = rng.standard_normal((W, W), dtype=np.float32) / W ** 0.5
-wp = rng.standard_normal((W, 66), dtype=np.float32) / W ** 0.5
+wp = rng.standard_normal((W, 64), dtype=np.float32) / W ** 0.5
 wv = rng.standard_normal((W, 2), dtype=np.float32) / W ** 0.5
 def evaluate(obs):
     h = np.maximum(obs @ w1, 0)
@@ -90,13 +90,13 @@ func BenchmarkProtocol(b *testing.B) {
 	for _, width := range []int{64, 256} {
 		b.Run("batch=256/hidden="+strconv.Itoa(width), func(b *testing.B) {
 			sock, inproc := pyMLP(b, width)
-			d := Dims{ObsDim: 192, Actions: 66, Players: 2, MaxBatch: 256}
+			d := Dims{ObsDim: 192, Actions: 64, Players: 2, MaxBatch: 256}
 			r, err := Dial(context.Background(), sock, d)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer r.Close()
-			obs, logits, values := make([]float32, 256*192), make([]float32, 256*66), make([]float32, 256*2)
+			obs, logits, values := make([]float32, 256*192), make([]float32, 256*64), make([]float32, 256*2)
 			for i := range obs {
 				obs[i] = float32(i%7) / 7
 			}
@@ -118,7 +118,7 @@ func BenchmarkProtocol(b *testing.B) {
 // BenchmarkMCTSBatched is issue 32's "MCTS simulations per second with the
 // batched evaluator against the built-in model": 64 square8_2p games at
 // once on the native rules, 32 simulations a move, one goroutine a game;
-// the built-in network (192-64-66) evaluating each leaf as it comes
+// the built-in network (192-64 hidden-64+2) evaluating each leaf as it comes
 // ("builtin"), the same network behind the Batcher ("builtin-batched":
 // what the batching costs), and the numpy network of that shape through
 // the protocol, batched ("python-batched"). One b.N is one game.
@@ -145,8 +145,8 @@ func BenchmarkMCTSBatched(b *testing.B) {
 			return bt, bt
 		}},
 		{"python-batched", func(b *testing.B) (engine.Evaluator, *Batcher) {
-			if d.ObsDim != 192 || d.Actions != 66 {
-				b.Skipf("square8_2p is %d-%d, the numpy network 192-66", d.ObsDim, d.Actions)
+			if d.ObsDim != 192 || d.Actions != 64 {
+				b.Skipf("square8_2p is %d-%d, the numpy network 192-64", d.ObsDim, d.Actions)
 			}
 			sock, _ := pyMLP(b, 64)
 			r, err := Dial(context.Background(), sock, d)

@@ -1,0 +1,116 @@
+package evaluator
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/trainyard/trainyard/internal/pythontest"
+	"github.com/trainyard/trainyard/internal/selfplay"
+	"github.com/trainyard/trainyard/internal/selfplay/engine"
+	"github.com/trainyard/trainyard/internal/selfplay/npz"
+	"github.com/trainyard/trainyard/sdk/go/games/kinrow"
+)
+
+// TestPyTorchExampleTrainsAndServes: sdk/python/examples/kinrow_az.py, on
+// CPU torch, trains a model directory on an NPZ export of heuristic
+// square8_2p games (the platform's format), then serves it, and MCTS games
+// searched through the protocol with it finish and record its name.
+func TestPyTorchExampleTrainsAndServes(t *testing.T) {
+	pythontest.Require(t, "TRAINYARD_REQUIRE_TORCH", "python-torch", "torch", "numpy")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfg := kinrow.Config{Board: kinrow.Square8, Players: 2}
+	games, err := engine.NewNative(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := games.Metadata()
+	var recs []selfplay.Game
+	for i := range 12 {
+		g, err := engine.PlayGame(ctx, games, 0, uint64(i), []engine.Player{engine.Heuristic{}, engine.Heuristic{}}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, g)
+	}
+	ds, err := npz.FromGames(recs, meta.Observation.Shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ds.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	data := filepath.Join(dir, "selfplay.npz")
+	if err := os.WriteFile(data, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	example, _ := filepath.Abs("../../../sdk/python/examples/kinrow_az.py")
+	modelDir := filepath.Join(dir, "gen-000001")
+	out, err := exec.CommandContext(ctx, pythontest.Python, example, "train", "--data", data, "--out", modelDir, "--steps", "20", "--batch", "64").CombinedOutput()
+	if err != nil {
+		t.Fatalf("train: %v\n%s", err, out)
+	}
+	t.Logf("train on %d positions:\n%s", ds.Len(), out)
+	for _, f := range []string{"model.pt", "config.json"} {
+		if _, err := os.Stat(filepath.Join(modelDir, f)); err != nil {
+			t.Fatalf("the model directory lacks %s: %v", f, err)
+		}
+	}
+
+	sock := filepath.Join(dir, "eval.sock")
+	srv := exec.CommandContext(ctx, pythontest.Python, example, "serve", "--model-dir", modelDir, "--socket", sock)
+	srv.Stderr = os.Stderr
+	stdout, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || strings.TrimSpace(line) != "ready" {
+		t.Fatalf("serve did not start: %q %v", line, err)
+	}
+	r, err := Dial(ctx, sock, Dims{ObsDim: meta.Observation.Dim(), Actions: meta.Action.N, Players: 2, MaxBatch: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Model != "gen-000001" {
+		t.Errorf("model %q, want the directory's name", r.Model)
+	}
+	bt := NewBatcher(r, 0)
+	player := &engine.MCTS{Simulations: 16, Eval: bt, Model: r.Model, Native: true}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		bt.Join()
+		wg.Go(func() {
+			defer bt.Leave()
+			g, err := engine.NewNative(cfg, 1)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			rec, err := engine.PlayGame(ctx, g, 0, uint64(100+i), []engine.Player{player, player}, 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if len(rec.Moves) == 0 || rec.Model != "gen-000001" {
+				t.Errorf("game %d: %d moves, model %q", i, len(rec.Moves), rec.Model)
+			}
+		})
+	}
+	wg.Wait()
+	n, pos := bt.Stats()
+	t.Logf("4 games searched through the PyTorch evaluator: %d positions in %d batches", pos, n)
+}

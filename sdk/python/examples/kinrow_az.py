@@ -1,0 +1,185 @@
+"""An AlphaZero-style network for k-in-a-row games, as the self-play engine's
+evaluator and as the trainer of the next candidate, in one file.
+
+    # serve the model in MODEL_DIR (or a fresh one) to the engine's search
+    python3 kinrow_az.py serve --model-dir MODEL_DIR [--socket PATH]
+
+    # train on a window of NPZ exports, from the best model, into OUT_DIR
+    python3 kinrow_az.py train --data gen-000003/selfplay.npz ... --init BEST_DIR --out OUT_DIR
+
+The network: the observation (players + 1 planes of the board's cells: own
+stones, each opponent in turn order, empty cells) as image planes when the
+board is square (a residual tower of 3x3 convolutions), else as one vector
+(a residual tower of linear layers); a policy head over the cells and a
+value head (tanh) for the player to move. In a two-player game the other
+seat's value is its negation; with more players the others share what the
+mover does not have (-v / (players - 1)).
+
+A model directory holds ``config.json`` (the shape) and ``model.pt`` (the
+weights); the trainer writes a new one, which the platform stores in S3 like
+a checkpoint. It runs on CUDA when the process has a GPU, else on CPU.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import trainyard.selfplay  # noqa: E402
+
+
+class Block(nn.Module):
+    def __init__(self, conv, width):
+        super().__init__()
+        if conv:
+            self.a = nn.Conv2d(width, width, 3, padding=1, bias=False)
+            self.b = nn.Conv2d(width, width, 3, padding=1, bias=False)
+            self.na, self.nb = nn.BatchNorm2d(width), nn.BatchNorm2d(width)
+        else:
+            self.a, self.b = nn.Linear(width, width, bias=False), nn.Linear(width, width, bias=False)
+            self.na, self.nb = nn.BatchNorm1d(width), nn.BatchNorm1d(width)
+
+    def forward(self, x):
+        y = F.relu(self.na(self.a(x)))
+        return F.relu(x + self.nb(self.b(y)))
+
+
+class Net(nn.Module):
+    """Residual tower, policy head over the cells, value head for the mover."""
+
+    def __init__(self, planes, cells, players, width=32, blocks=3):
+        super().__init__()
+        self.planes, self.cells, self.players = planes, cells, players
+        side = int(round(math.sqrt(cells)))
+        self.side = side if side * side == cells else 0
+        if self.side:
+            self.stem = nn.Sequential(nn.Conv2d(planes, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
+            self.policy = nn.Conv2d(width, 1, 1)
+            self.value = nn.Sequential(nn.Flatten(), nn.Linear(width * cells, 64), nn.ReLU(), nn.Linear(64, 1))
+        else:
+            self.stem = nn.Sequential(nn.Linear(planes * cells, width, bias=False), nn.BatchNorm1d(width), nn.ReLU())
+            self.policy = nn.Linear(width, cells)
+            self.value = nn.Sequential(nn.Linear(width, 64), nn.ReLU(), nn.Linear(64, 1))
+        self.tower = nn.Sequential(*[Block(bool(self.side), width) for _ in range(blocks)])
+
+    def forward(self, obs):
+        n = obs.shape[0]
+        x = obs.view(n, self.planes, self.side, self.side) if self.side else obs.view(n, -1)
+        h = self.tower(self.stem(x))
+        logits = self.policy(h).view(n, self.cells)
+        v = torch.tanh(self.value(h)).view(n)
+        return logits, v
+
+
+def device():
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def load(model_dir, planes=None, cells=None, players=None):
+    """The model in model_dir, or a fresh one of the given shape."""
+    if model_dir and os.path.exists(os.path.join(model_dir, "config.json")):
+        with open(os.path.join(model_dir, "config.json")) as f:
+            cfg = json.load(f)
+        net = Net(**cfg)
+        net.load_state_dict(torch.load(os.path.join(model_dir, "model.pt"), map_location="cpu"))
+        return net, cfg
+    cfg = {"planes": planes, "cells": cells, "players": players}
+    torch.manual_seed(0)
+    return Net(**cfg), cfg
+
+
+def save(net, cfg, out):
+    os.makedirs(out, exist_ok=True)
+    torch.save(net.state_dict(), os.path.join(out, "model.pt"))
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f)
+
+
+def seat_values(v, players):
+    """The mover's value v [n] as one value per seat [n, players]."""
+    out = np.empty((len(v), players), dtype=np.float32)
+    out[:, 0] = v
+    out[:, 1:] = (-v / max(players - 1, 1))[:, None]
+    return out
+
+
+def serve(a):
+    net, cfg = load(a.model_dir, a.planes, a.cells, a.players)
+    dev = device()
+    net = net.to(dev).eval()
+
+    @torch.no_grad()
+    def evaluate(obs):
+        logits, v = net(torch.from_numpy(np.ascontiguousarray(obs)).to(dev))
+        return logits.float().cpu().numpy(), seat_values(v.float().cpu().numpy(), cfg["players"])
+
+    name = a.name or os.path.basename(os.path.normpath(a.model_dir or "fresh"))
+    trainyard.selfplay.serve(evaluate, socket_path=a.socket, model=name, ready=lambda: print("ready", flush=True))
+
+
+def train(a):
+    states, policy, value = [], [], []
+    for path in a.data:
+        z = np.load(path)
+        s = z["states"]
+        states.append(s.reshape(len(s), -1))
+        policy.append(z["policy"])
+        value.append(z["value"])
+    states, policy, value = np.concatenate(states), np.concatenate(policy), np.concatenate(value)
+    shape = np.load(a.data[0])["states"].shape
+    net, cfg = load(a.init, shape[1], shape[2], a.players)
+    dev = device()
+    net = net.to(dev).train()
+    opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=1e-4)
+    x, p, v = (torch.from_numpy(t).to(dev) for t in (states, policy, value))
+    rng = np.random.default_rng(a.seed)
+    start, n = time.time(), len(x)
+    for step in range(a.steps):
+        idx = torch.from_numpy(rng.integers(0, n, size=min(a.batch, n))).to(dev)
+        logits, pv = net(x[idx])
+        loss_p = -(p[idx] * F.log_softmax(logits, dim=1)).sum(1).mean()
+        loss_v = F.mse_loss(pv, v[idx])
+        loss = loss_p + loss_v
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % max(a.steps // 5, 1) == 0 or step == a.steps - 1:
+            print("step %d policy_loss %.4f value_loss %.4f" % (step, loss_p.item(), loss_v.item()), flush=True)
+    save(net.cpu(), cfg, a.out)
+    print("trained %d steps on %d positions in %.1fs on %s; wrote %s" % (a.steps, n, time.time() - start, dev, a.out), flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve", help="serve the model to the engine's search")
+    s.add_argument("--model-dir", help="a model directory; without one, a fresh network")
+    s.add_argument("--socket", help="default: $TRAINYARD_EVAL_SOCKET")
+    s.add_argument("--name", help="the model's name in games (default: the directory's)")
+    s.add_argument("--planes", type=int, default=3, help="fresh network: players + 1")
+    s.add_argument("--cells", type=int, default=64, help="fresh network: board cells")
+    s.add_argument("--players", type=int, default=2)
+    t = sub.add_parser("train", help="train the next candidate on NPZ exports")
+    t.add_argument("--data", nargs="+", required=True, help="selfplay.npz files of the training window")
+    t.add_argument("--init", help="the best model's directory (default: a fresh network)")
+    t.add_argument("--out", required=True, help="the new model's directory")
+    t.add_argument("--players", type=int, default=2)
+    t.add_argument("--steps", type=int, default=200)
+    t.add_argument("--batch", type=int, default=256)
+    t.add_argument("--lr", type=float, default=2e-3)
+    t.add_argument("--seed", type=int, default=0)
+    a = p.parse_args()
+    torch.set_num_threads(max(1, int(os.environ.get("TRAINYARD_TORCH_THREADS", "1"))))
+    serve(a) if a.cmd == "serve" else train(a)
+
+
+if __name__ == "__main__":
+    main()
