@@ -31,11 +31,11 @@ nodes: [{name: race-1}, {name: race-2}, {name: race-3}, {name: race-4}, {name: r
 // cluster workflow, each placement was admitted by an activity on a status
 // query and committed by a later update, and two could pass together.
 // Then the quota raised to 2 by a pushed bundle: never 3 at once.
-// TRAINYARD_RACE_ROUNDS sets the rounds (default 6; the must-show
+// TRAINYARD_RACE_ROUNDS sets the rounds (default 4; the must-show
 // is 50).
 func TestOneTrainingPerConfigUnderRace(t *testing.T) {
 	t.Parallel()
-	rounds := 6
+	rounds := 4
 	if s := os.Getenv("TRAINYARD_RACE_ROUNDS"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {

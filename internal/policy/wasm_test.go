@@ -160,8 +160,11 @@ func TestWasmDecidesLikeTopdown(t *testing.T) {
 				t.Fatalf("evaluator %s", e.Evaluator())
 			}
 			r := rand.New(rand.NewPCG(1, uint64(len(name))))
+			// 200 inputs a bundle (400 took 42 s under -race; the fuzz
+			// target, policy-fuzz, goes further).
+			const inputs = 200
 			denied, rules := 0, map[string]bool{}
-			for range 400 {
+			for range inputs {
 				in := genInput(r)
 				d := sameDecision(t, e, in)
 				if !d.Allow {
@@ -179,10 +182,10 @@ func TestWasmDecidesLikeTopdown(t *testing.T) {
 				}
 			}
 			// The generator must reach the rules, or agreeing proves little.
-			if denied < 100 || len(rules) < 6 {
-				t.Fatalf("only %d of 400 inputs denied, rules %v", denied, rules)
+			if denied < inputs/4 || len(rules) < 6 {
+				t.Fatalf("only %d of %d inputs denied, rules %v", denied, inputs, rules)
 			}
-			t.Logf("%d of 400 denied; rules seen: %v", denied, rules)
+			t.Logf("%d of %d denied; rules seen: %v", denied, inputs, rules)
 		})
 	}
 }

@@ -1,3 +1,8 @@
+//go:build !race
+
+// Compiled out under -race: whole PPO iterations compared bit for bit,
+// no goroutines of its own; ppo-learn (mk/ppo.mk) runs it without.
+
 package ppo
 
 import (
