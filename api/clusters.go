@@ -14,6 +14,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"gopkg.in/yaml.v3"
 
 	"github.com/trainyard/trainyard/internal/auth"
@@ -43,7 +44,8 @@ type clusterRefOutput struct {
 
 // joinOutputBody is a cluster's join credential and how to use it.
 type joinOutputBody struct {
-	Token    string   `json:"token" doc:"The cluster's join token: whoever holds it can join nodes (give it to agents in their secrets file or TRAINYARD_JOIN_SECRET, never on a command line)."`
+	Token    string   `json:"token" doc:"A join token of the cluster: whoever holds it can join nodes (give it to agents in their secrets file or TRAINYARD_JOIN_SECRET, never on a command line)."`
+	ID       string   `json:"id,omitempty" doc:"A fresh token's ID: DELETE /v1/clusters/{name}/join-tokens/{id} revokes it."`
 	Temporal string   `json:"temporal" doc:"The Temporal frontend the agents dial, as the control plane reaches it."`
 	Commands []string `json:"commands" doc:"One command per static node of the spec (or one with NODE for a cluster queried later)."`
 }
@@ -54,6 +56,22 @@ type joinTokenOutput struct {
 
 type clusterNameInput struct {
 	Name string `path:"name" maxLength:"63"`
+}
+
+type joinTokenInput struct {
+	Name  string `path:"name" maxLength:"63"`
+	Label string `query:"label" maxLength:"64" doc:"What the token is for (a node, a pool), shown in cluster status."`
+}
+
+type revokeJoinTokenInput struct {
+	Name string `path:"name" maxLength:"63"`
+	ID   string `path:"id" maxLength:"64" doc:"The token's ID, as join-token answered it and cluster status lists it."`
+}
+
+type joinTokensOutput struct {
+	Body struct {
+		JoinKeys []cluster.JoinKey `json:"join_tokens" doc:"The tokens the cluster accepts besides its own, after the change."`
+	}
 }
 
 type clusterStatusOutput struct {
@@ -166,14 +184,31 @@ func (s *Server) registerClusters() {
 	})
 
 	jt := op(http.MethodPost, "/v1/clusters/{name}/join-token", "cluster-join-token",
-		"The cluster's join token and the command that starts a static node's agent with it (kubeadm token create --print-join-command)", auth.Admin, "clusters")
-	huma.Register(s.API, jt, func(ctx context.Context, in *clusterNameInput) (*joinTokenOutput, error) {
-		j, err := s.joinCredential(ctx, in.Name, nil)
+		"A fresh join token of the cluster and the command that starts a static node's agent with it (kubeadm token create --print-join-command); each can be revoked on its own", auth.Admin, "clusters")
+	huma.Register(s.API, jt, func(ctx context.Context, in *joinTokenInput) (*joinTokenOutput, error) {
+		t, err := joinkey.New()
 		if err != nil {
+			return nil, huma.Error500InternalServerError("join token", err)
+		}
+		if _, err := s.changeJoinKeys(ctx, in.Name, cluster.JoinKeysRequest{Add: t.Public(), Name: in.Label}); err != nil {
 			return nil, err
 		}
+		j := s.joinCommands(in.Name, t, nil)
+		j.ID = cluster.JoinKeyID(t.Public())
 		return &joinTokenOutput{Body: j}, nil
 	})
+
+	huma.Register(s.API, op(http.MethodDelete, "/v1/clusters/{name}/join-tokens/{id}", "cluster-revoke-join-token",
+		"Revoke a join token join-token made: the agents that sign with it are refused from their next heartbeat on", auth.Admin, "clusters"),
+		func(ctx context.Context, in *revokeJoinTokenInput) (*joinTokensOutput, error) {
+			keys, err := s.changeJoinKeys(ctx, in.Name, cluster.JoinKeysRequest{Revoke: in.ID})
+			if err != nil {
+				return nil, err
+			}
+			out := &joinTokensOutput{}
+			out.Body.JoinKeys = append([]cluster.JoinKey{}, keys...)
+			return out, nil
+		})
 
 	huma.Register(s.API, op(http.MethodGet, "/v1/clusters", "list-clusters", "Clusters whose workflow runs", auth.Viewer, "clusters"),
 		func(ctx context.Context, _ *struct{}) (*listClustersOutput, error) {
@@ -420,12 +455,42 @@ func (s *Server) joinCredential(ctx context.Context, name string, nodes []string
 	if err != nil {
 		return j, huma.Error503ServiceUnavailable("cluster "+name+": join token", err)
 	}
-	j.Token, j.Temporal = t.String(), s.d.AgentTemporal
+	return s.joinCommands(name, t, nodes), nil
+}
+
+// joinCommands are t and the command that starts each node's agent with it
+// (NODE for nodes nil).
+func (s *Server) joinCommands(name string, t joinkey.Token, nodes []string) joinOutputBody {
+	j := joinOutputBody{Token: t.String(), Temporal: s.d.AgentTemporal}
 	if len(nodes) == 0 {
 		nodes = []string{"NODE"}
 	}
 	for _, n := range nodes {
 		j.Commands = append(j.Commands, fmt.Sprintf("TRAINYARD_JOIN_SECRET=%s trainyard agent --cluster %s --node %s --temporal-address %s", j.Token, name, n, j.Temporal))
 	}
-	return j, nil
+	return j
+}
+
+// changeJoinKeys adds or revokes a join token in the cluster's workflow,
+// which validates the change and commits it before answering.
+func (s *Server) changeJoinKeys(ctx context.Context, name string, req cluster.JoinKeysRequest) ([]cluster.JoinKey, error) {
+	h, err := s.d.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: cluster.WorkflowID(name), UpdateName: cluster.UpdateJoinKeys, Args: []any{req},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return nil, temporalErr("cluster "+name, err)
+	}
+	var keys []cluster.JoinKey
+	if err := h.Get(ctx, &keys); err != nil {
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) {
+			if strings.Contains(app.Message(), "has no token") {
+				return nil, huma.Error404NotFound("cluster " + name + ": " + app.Message())
+			}
+			return nil, huma.Error422UnprocessableEntity("cluster " + name + ": " + app.Message())
+		}
+		return nil, temporalErr("cluster "+name, err)
+	}
+	return keys, nil
 }

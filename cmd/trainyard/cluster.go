@@ -207,27 +207,45 @@ func newClusterCmd() *cobra.Command {
 		drainNode("drain", "Drain a node: no new work; its runs checkpoint now and move to other nodes"),
 		drainNode("undrain", "Let a drained node take work again"))
 
+	var label, revoke string
 	joinToken := &cobra.Command{
-		Use:   "join-token NAME",
-		Short: "Print the cluster's join token and the command that starts a static node's agent with it (admin)",
-		Args:  cobra.ExactArgs(1),
+		Use:   "join-token NAME [--label TEXT] | join-token NAME --revoke ID",
+		Short: "Print a fresh join token of the cluster and the command that starts a static node's agent with it, or revoke one (admin)",
+		Long: "join-token makes a fresh token each time (kubeadm token create --print-join-command): the token on stdout,\n" +
+			"its ID and the join command on stderr. Each token can be revoked on its own (--revoke ID: its agents are\n" +
+			"refused from their next heartbeat on); `cluster status` lists them with the nodes using each.",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client()
 			if err != nil {
 				return err
 			}
+			base := "/v1/clusters/" + url.PathEscape(args[0])
+			if revoke != "" {
+				var out struct {
+					JoinTokens []cluster.JoinKey `json:"join_tokens"`
+				}
+				if err := c.JSON(cmd.Context(), http.MethodDelete, base+"/join-tokens/"+url.PathEscape(revoke), nil, &out); err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "join token %s of %s revoked; %d others remain besides the cluster's own\n", revoke, args[0], len(out.JoinTokens))
+				return nil
+			}
 			var j joinInfo
-			if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/clusters/"+url.PathEscape(args[0])+"/join-token", nil, &j); err != nil {
+			if err := c.JSON(cmd.Context(), http.MethodPost, base+"/join-token?label="+url.QueryEscape(label), nil, &j); err != nil {
 				return err
 			}
 			if cf.output != "table" {
 				return cf.print(os.Stdout, j, nil)
 			}
 			fmt.Println(j.Token)
+			fmt.Fprintf(os.Stderr, "join token %s (revoke: trainyard cluster join-token %s --revoke %s)\n", j.ID, args[0], j.ID)
 			printJoin(os.Stderr, args[0], &j)
 			return nil
 		},
 	}
+	joinToken.Flags().StringVar(&label, "label", "", "what the token is for (a node, a pool), shown in cluster status")
+	joinToken.Flags().StringVar(&revoke, "revoke", "", "revoke the token with this ID instead")
 	cmd.AddCommand(joinToken)
 	cmd.AddCommand(up, simple("down", "Drain work and stop every agent", "/down"), simple("restart", "Stop and start every agent", "/restart"), status, queueCmd, nodes)
 	return cmd
@@ -302,6 +320,12 @@ func clusterTable(w *tabwriter.Writer, st cluster.Status) {
 			fmt.Fprintf(w, "%s\t%s (pid %d)\t%d\t%s\t%s\n", r.Node, r.AgentID, r.PID, r.Count, r.Last.Local().Format(time.TimeOnly), r.Reason)
 		}
 	}
+	if len(st.JoinKeys) > 0 {
+		fmt.Fprintf(w, "\nJOIN TOKEN\tLABEL\tADDED\tNODES\n")
+		for _, k := range st.JoinKeys {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", k.ID, orDash(k.Name), k.Added.Local().Format(time.DateTime), orDash(strings.Join(k.Nodes, ",")))
+		}
+	}
 }
 
 // printJoin tells the person bringing a cluster with static nodes up how to
@@ -311,12 +335,13 @@ func printJoin(w io.Writer, name string, j *joinInfo) {
 	for _, c := range j.Commands {
 		fmt.Fprintf(w, "  %s\n", c)
 	}
-	fmt.Fprintf(w, "(trainyard cluster join-token %s prints it again; deploy/README.md has the systemd, compose and Kubernetes ways)\n", name)
+	fmt.Fprintf(w, "(trainyard cluster join-token %s prints a fresh one, revocable on its own; deploy/README.md has the systemd, compose and Kubernetes ways)\n", name)
 }
 
 // joinInfo is the API's join credential (POST /v1/clusters/{name}/join-token).
 type joinInfo struct {
 	Token    string   `json:"token"`
+	ID       string   `json:"id"`
 	Temporal string   `json:"temporal"`
 	Commands []string `json:"commands"`
 }

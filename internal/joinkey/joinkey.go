@@ -61,6 +61,12 @@ func (t Token) Sign(node, agent string, seq int64) string {
 	return base64.RawStdEncoding.EncodeToString(ed25519.Sign(t.key, message(node, agent, seq)))
 }
 
+// ValidPublic says whether pub is a public half as Public writes it.
+func ValidPublic(pub string) bool {
+	k, err := hex.DecodeString(pub)
+	return err == nil && len(k) == ed25519.PublicKeySize && pub == strings.ToLower(pub)
+}
+
 // Verify checks sig against the public key pub.
 func Verify(pub, node, agent string, seq int64, sig string) bool {
 	k, err := hex.DecodeString(pub)

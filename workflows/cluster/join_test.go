@@ -26,7 +26,7 @@ func TestHeartbeatNeedsTheJoinToken(t *testing.T) {
 		why    string
 	}{
 		{"signed", []Heartbeat{signed(tok, "n1", 5)}, true, ""},
-		{"another cluster's token", []Heartbeat{signed(other, "n1", 5)}, false, "not signed with this cluster's join token"},
+		{"another cluster's token", []Heartbeat{signed(other, "n1", 5)}, false, "not signed with a join token of this cluster"},
 		{"signed for another node", []Heartbeat{func() Heartbeat { h := signed(tok, "n2", 5); h.Node = "n1"; return h }()}, false, "not signed"},
 		{"replayed", []Heartbeat{signed(tok, "n1", 5), signed(tok, "n1", 6), signed(tok, "n1", 5)}, false, "replayed"},
 		{"legacy secret on a keyed cluster", []Heartbeat{{Node: "n1", AgentID: "a1", Secret: "s"}}, false, "not signed"},
@@ -48,6 +48,70 @@ func TestHeartbeatNeedsTheJoinToken(t *testing.T) {
 				t.Fatalf("events %q, want the reason %q", st.Events, tc.why)
 			}
 		})
+	}
+}
+
+// TestAddedJoinTokens: a token `cluster join-token` added is accepted
+// beside the cluster's own and recorded as the node's; revoked, its agents'
+// next heartbeats are refused while the others go on; the validator
+// refuses duplicates, garbage, unknown IDs and the cluster's own token.
+func TestAddedJoinTokens(t *testing.T) {
+	own, _ := joinkey.New()
+	added, _ := joinkey.New()
+	second, _ := joinkey.New()
+	st := State{Name: "lab", Settings: Settings{JoinKey: own.Public()}.withDefaults(), Order: []string{"n1", "n2"},
+		Nodes: map[string]*nodeState{"n1": {Health: Pending}, "n2": {Health: Pending}}}
+	c := &controller{st: &st}
+	now := time.Unix(1000, 0)
+	var seq int64
+	beat := func(tok joinkey.Token, node string) bool {
+		seq++
+		st.Nodes[node].LastBeat = time.Time{}
+		c.heartbeat(now.Add(time.Duration(seq)*time.Second), Heartbeat{Node: node, AgentID: "a-" + node, Seq: seq, Sig: tok.Sign(node, "a-"+node, seq)})
+		return !st.Nodes[node].LastBeat.IsZero()
+	}
+	if beat(added, "n1") {
+		t.Fatal("a token not added yet was accepted")
+	}
+	for _, req := range []JoinKeysRequest{{Add: added.Public(), Name: "nickel"}, {Add: second.Public()}} {
+		if err := c.validJoinKeys(req); err != nil {
+			t.Fatal(err)
+		}
+		c.changeJoinKeys(now, req)
+	}
+	if !beat(added, "n1") || !beat(second, "n2") || !beat(own, "n2") {
+		t.Fatalf("added tokens and the cluster's own: want all accepted; events %q", st.Events)
+	}
+	if st.Nodes["n1"].KeyID != JoinKeyID(added.Public()) || st.Nodes["n2"].KeyID != "" {
+		t.Errorf("key ids: n1 %q, n2 %q", st.Nodes["n1"].KeyID, st.Nodes["n2"].KeyID)
+	}
+	for _, bad := range []struct {
+		req  JoinKeysRequest
+		want string
+	}{
+		{JoinKeysRequest{}, "add or revoke"},
+		{JoinKeysRequest{Add: "zz"}, "not an Ed25519"},
+		{JoinKeysRequest{Add: added.Public()}, "already"},
+		{JoinKeysRequest{Add: own.Public()}, "already"},
+		{JoinKeysRequest{Revoke: "nope"}, "no token"},
+		{JoinKeysRequest{Revoke: JoinKeyID(own.Public())}, "the cluster's own token"},
+	} {
+		if err := c.validJoinKeys(bad.req); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%+v: %v, want %q", bad.req, err, bad.want)
+		}
+	}
+	if err := c.validJoinKeys(JoinKeysRequest{Revoke: JoinKeyID(added.Public())}); err != nil {
+		t.Fatal(err)
+	}
+	c.changeJoinKeys(now, JoinKeysRequest{Revoke: JoinKeyID(added.Public())})
+	if beat(added, "n1") {
+		t.Error("a revoked token's agent was accepted")
+	}
+	if !beat(second, "n2") {
+		t.Error("revoking one token refused another's agent")
+	}
+	if ev := strings.Join(st.Events, "\n"); !strings.Contains(ev, "(nickel) revoked") || !strings.Contains(ev, "[n1]") {
+		t.Errorf("events lack the revocation and its node: %q", st.Events)
 	}
 }
 

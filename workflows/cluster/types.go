@@ -36,7 +36,40 @@ const (
 	// (the API finds the token by it).
 	QueryJoinKey   = "join-key"
 	UpdateAllocate = "allocate"
+	// UpdateJoinKeys adds or revokes a join token (JoinKeysRequest) by its
+	// public half; it answers the cluster's tokens after the change.
+	UpdateJoinKeys = "join-keys"
 )
+
+// JoinKeysRequest adds the public half of a fresh join token (Add, with a
+// Name for people) or revokes one by its ID.
+type JoinKeysRequest struct {
+	Add    string `json:"add,omitempty"`
+	Name   string `json:"name,omitempty"`
+	Revoke string `json:"revoke,omitempty"`
+}
+
+// JoinKey is a join token the cluster accepts besides its own (the one
+// `cluster up` made, which its local and SSH agents use): one per
+// `cluster join-token` call, so each can be revoked on its own.
+type JoinKey struct {
+	ID     string    `json:"id" doc:"The first 12 hex digits of its public half: how it is revoked."`
+	Public string    `json:"public" doc:"Its public half (an Ed25519 key): all the cluster keeps."`
+	Name   string    `json:"name,omitempty"`
+	Added  time.Time `json:"added"`
+}
+
+// JoinKeyStatus is a JoinKey and the nodes whose agents sign with it.
+type JoinKeyStatus struct {
+	JoinKey
+	Nodes []string `json:"nodes,omitempty"`
+}
+
+// JoinKeyID names a public key in status and revocations.
+func JoinKeyID(pub string) string { return pub[:min(12, len(pub))] }
+
+// MaxJoinKeys bounds the tokens a cluster accepts besides its own.
+const MaxJoinKeys = 64
 
 // WorkflowID is the id of the cluster's workflow.
 func WorkflowID(cluster string) string { return "cluster/" + cluster }
@@ -338,6 +371,9 @@ type Status struct {
 	// Refused are agents whose heartbeats the cluster refuses (a missing
 	// or wrong join token, an unknown node).
 	Refused []Refusal `json:"refused,omitempty" doc:"Agents whose heartbeats are refused, newest last: node, agent, reason, how often."`
+	// JoinKeys are the tokens `cluster join-token` added (not the
+	// cluster's own), with the nodes whose agents sign with each.
+	JoinKeys []JoinKeyStatus `json:"join_keys,omitempty" doc:"Join tokens added by cluster join-token (revocable), with the nodes using each."`
 	// Now is the workflow's time of the answer (usage sums end there).
 	Now time.Time `json:"now"`
 }
@@ -391,7 +427,9 @@ type nodeState struct {
 	AgentID  string    `json:"agent_id,omitempty"`
 	AgentPID int       `json:"agent_pid,omitempty"`
 	// LastSeq is the sequence number of the last heartbeat accepted.
-	LastSeq   int64            `json:"last_seq,omitempty"`
+	LastSeq int64 `json:"last_seq,omitempty"`
+	// KeyID is the join token its agent signs with ("" for the cluster's own).
+	KeyID     string           `json:"key_id,omitempty"`
 	Allocated map[string]Usage `json:"allocated,omitempty"` // by job id
 }
 
@@ -413,6 +451,8 @@ type State struct {
 	// Refused are the latest agents whose heartbeats were refused, newest
 	// last (at most maxRefused).
 	Refused []Refusal `json:"refused,omitempty"`
+	// JoinKeys are the tokens `cluster join-token` added, oldest first.
+	JoinKeys []JoinKey `json:"join_keys,omitempty"`
 }
 
 // Refusal is an agent whose heartbeats the cluster refuses: a wrong or

@@ -52,6 +52,9 @@ func Workflow(ctx workflow.Context, st State) error {
 	if err := workflow.SetQueryHandler(ctx, QueryJoinKey, func() (string, error) { return c.st.Settings.JoinKey, nil }); err != nil {
 		return err
 	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateJoinKeys, c.joinKeys, workflow.UpdateHandlerOptions{Validator: c.validJoinKeys}); err != nil {
+		return err
+	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAllocate, c.allocateUpdate, workflow.UpdateHandlerOptions{
 		Validator: func(req AllocateRequest) error {
 			if req.JobID == "" || req.CPUs < 0 || req.GPUs < 0 || req.MemoryMB < 0 {
@@ -519,7 +522,8 @@ func (c *controller) bringDown(ctx, actx workflow.Context, names []string) {
 
 func (c *controller) heartbeat(now time.Time, hb Heartbeat) {
 	n, ok := c.st.Nodes[hb.Node]
-	if why := c.refuse(n, hb); !ok || why != "" {
+	keyID, why := c.refuse(n, hb)
+	if !ok || why != "" {
 		if !ok {
 			why = "unknown node"
 		}
@@ -527,7 +531,7 @@ func (c *controller) heartbeat(now time.Time, hb Heartbeat) {
 		return
 	}
 	c.st.Refused = slices.DeleteFunc(c.st.Refused, func(r Refusal) bool { return r.AgentID == hb.AgentID })
-	n.LastSeq = hb.Seq
+	n.LastSeq, n.KeyID = hb.Seq, keyID
 	if n.Health == Stopped && c.st.Desired == "down" {
 		return // a late beat from an agent being stopped
 	}
@@ -582,22 +586,96 @@ func (c *controller) refusal(agentID string) (*Refusal, error) {
 	return nil, nil
 }
 
-// refuse says why hb is not from an agent holding the join token ("" when
-// it is): a bad signature, or a sequence number already seen (a replay of
-// a heartbeat read from the history).
-func (c *controller) refuse(n *nodeState, hb Heartbeat) string {
+// refuse says why hb is not from an agent holding a join token of the
+// cluster ("" when it is, with the ID of the added token it signed with,
+// "" for the cluster's own): a bad signature, or a sequence number already
+// seen (a replay of a heartbeat read from the history).
+func (c *controller) refuse(n *nodeState, hb Heartbeat) (keyID, why string) {
 	s := c.st.Settings
-	switch {
-	case s.JoinKey == "":
+	if s.JoinKey == "" {
 		if hb.Secret != s.JoinSecret {
-			return "wrong join secret"
+			return "", "wrong join secret"
 		}
-	case !joinkey.Verify(s.JoinKey, hb.Node, hb.AgentID, hb.Seq, hb.Sig):
-		return "not signed with this cluster's join token"
-	case n != nil && hb.Seq <= n.LastSeq:
-		return "replayed or out-of-order heartbeat (sequence not above the last one)"
+		return "", ""
 	}
-	return ""
+	signed := joinkey.Verify(s.JoinKey, hb.Node, hb.AgentID, hb.Seq, hb.Sig)
+	for _, k := range c.st.JoinKeys {
+		if signed {
+			break
+		}
+		if signed = joinkey.Verify(k.Public, hb.Node, hb.AgentID, hb.Seq, hb.Sig); signed {
+			keyID = k.ID
+		}
+	}
+	switch {
+	case !signed:
+		return "", "not signed with a join token of this cluster (a revoked one, another cluster's, or none)"
+	case n != nil && hb.Seq <= n.LastSeq:
+		return "", "replayed or out-of-order heartbeat (sequence not above the last one)"
+	}
+	return keyID, ""
+}
+
+// joinKeys answers UpdateJoinKeys: it adds or revokes one token and
+// returns the tokens the cluster accepts besides its own. A revoked
+// token's agents are refused from their next heartbeat on.
+func (c *controller) joinKeys(ctx workflow.Context, req JoinKeysRequest) ([]JoinKey, error) {
+	return c.changeJoinKeys(workflow.Now(ctx), req), nil
+}
+
+func (c *controller) changeJoinKeys(now time.Time, req JoinKeysRequest) []JoinKey {
+	if req.Add != "" {
+		k := JoinKey{ID: JoinKeyID(req.Add), Public: req.Add, Name: req.Name, Added: now}
+		c.st.JoinKeys = append(c.st.JoinKeys, k)
+		c.event(now, "join token %s added%s", k.ID, nameSuffix(k.Name))
+	}
+	if req.Revoke != "" {
+		i := slices.IndexFunc(c.st.JoinKeys, func(k JoinKey) bool { return k.ID == req.Revoke })
+		k := c.st.JoinKeys[i]
+		c.st.JoinKeys = slices.Delete(c.st.JoinKeys, i, i+1)
+		var nodes []string
+		for _, name := range c.st.Order {
+			if c.st.Nodes[name].KeyID == k.ID {
+				nodes = append(nodes, name)
+			}
+		}
+		c.event(now, "join token %s%s revoked; its agents are refused from now on (nodes %v)", k.ID, nameSuffix(k.Name), nodes)
+	}
+	return slices.Clone(c.st.JoinKeys)
+}
+
+// validJoinKeys is UpdateJoinKeys' validator: one change, a well-formed
+// public key not there yet, or a revocation of a token there.
+func (c *controller) validJoinKeys(req JoinKeysRequest) error {
+	switch {
+	case (req.Add == "") == (req.Revoke == ""):
+		return errors.New("join keys: add or revoke one token")
+	case req.Add != "":
+		if !joinkey.ValidPublic(req.Add) {
+			return errors.New("join keys: add: not an Ed25519 public key in hex")
+		}
+		if req.Add == c.st.Settings.JoinKey || slices.ContainsFunc(c.st.JoinKeys, func(k JoinKey) bool { return k.ID == JoinKeyID(req.Add) }) {
+			return errors.New("join keys: add: the cluster has that token already")
+		}
+		if len(c.st.JoinKeys) >= MaxJoinKeys {
+			return fmt.Errorf("join keys: the cluster accepts %d tokens besides its own already: revoke one first", MaxJoinKeys)
+		}
+		if len(req.Name) > 64 {
+			return errors.New("join keys: name longer than 64 characters")
+		}
+	case req.Revoke == JoinKeyID(c.st.Settings.JoinKey):
+		return errors.New("join keys: revoke: that is the cluster's own token, which its local and SSH agents use: bring the cluster down and up for a new one")
+	case !slices.ContainsFunc(c.st.JoinKeys, func(k JoinKey) bool { return k.ID == req.Revoke }):
+		return fmt.Errorf("join keys: revoke: the cluster has no token %q", req.Revoke)
+	}
+	return nil
+}
+
+func nameSuffix(name string) string {
+	if name == "" {
+		return ""
+	}
+	return " (" + name + ")"
 }
 
 func idleOrHealthy(n *nodeState) Health {
@@ -1055,6 +1133,15 @@ func usage(n *nodeState) Usage {
 func (c *controller) status(now time.Time) Status {
 	s := Status{Cluster: c.st.Name, Now: now, Ledger: slices.Clone(c.st.Ledger.Records), Queue: c.queue(now), Desired: c.st.Desired, Busy: len(c.st.Pending) > 0, Events: slices.Clone(c.st.Events), Endpoints: slices.Clone(c.st.Endpoints), Refused: slices.Clone(c.st.Refused)}
 	s.Totals.ByHealth = map[Health]int{}
+	for _, k := range c.st.JoinKeys {
+		ks := JoinKeyStatus{JoinKey: k}
+		for _, name := range c.st.Order {
+			if c.st.Nodes[name].KeyID == k.ID {
+				ks.Nodes = append(ks.Nodes, name)
+			}
+		}
+		s.JoinKeys = append(s.JoinKeys, ks)
+	}
 	for _, name := range c.st.Order {
 		n := c.st.Nodes[name]
 		u := usage(n)
