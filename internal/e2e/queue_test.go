@@ -45,6 +45,13 @@ nodes:
 		t.Fatalf("submit job: %d %s", code, raw)
 	}
 	waiting := jobRef.WorkflowID
+	// The job waits in the queue before the run is submitted: two
+	// workflows' requests reach the cluster in no set order otherwise (on
+	// a loaded machine the run's came first).
+	waitFor(t, func() bool {
+		j := getJob(t, dev, waiting)
+		return j.Progress.State == "waiting" && strings.Contains(j.Progress.Reason, "gpu") && strings.Contains(j.Progress.Reason, "gpu-box")
+	})
 	var runRef struct {
 		ID string `json:"id"`
 	}
@@ -55,10 +62,6 @@ nodes:
 	run := runRef.ID
 
 	// Waiting: each says which resource blocks it on which node.
-	waitFor(t, func() bool {
-		j := getJob(t, dev, waiting)
-		return j.Progress.State == "waiting" && strings.Contains(j.Progress.Reason, "gpu") && strings.Contains(j.Progress.Reason, "gpu-box")
-	})
 	r := waitRun(t, dev, run, time.Minute, func(r runView) bool {
 		return r.Progress.State == "waiting" && strings.Contains(r.Progress.Reason, "gpu")
 	})

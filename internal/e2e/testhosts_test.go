@@ -2,13 +2,17 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/trainyard/trainyard/internal/testhosts"
 )
@@ -91,7 +95,8 @@ func readEnvFile(t *testing.T, path string, set map[string]string) []string {
 // link. They join with the token `cluster join-token` printed, run jobs
 // inside their host, and a host partitioned from the control plane for
 // longer than the heartbeat timeout goes Dead and, healed, comes back
-// without a restart.
+// without a restart. deploy/compose's agent-1, with the environment
+// `docker compose` gives it, joins cluster compose from a third host.
 func TestSystemdAgentsOnTestHosts(t *testing.T) {
 	t.Parallel()
 	n := testhosts.New(t)
@@ -180,7 +185,49 @@ nodes: [{name: nickel}, {name: zinc}]
 		}
 		return time.Since(start)
 	}
+	// deploy/compose's agent-1, as `docker compose up` would start it with
+	// the variables its header exports, in a cluster `compose` of its own
+	// (deploy/README.md's spec), on a third host.
+	composeHost := n.Host("agent-1")
+	cli(t, dev, "cluster", "up", "-f", writeFile(t, "compose.yaml", "name: compose\ndefaults:\n  provisioner: {kind: static}\nnodes:\n  - name: agent-1\n  - name: agent-2\n"), "--wait=false")
+	composeEnv, composeCmd := composeService(t, "../../deploy/compose/compose.yaml", "agent-1", map[string]string{
+		"TRAINYARD_TEMPORAL_ADDRESS": dev.ep.Temporal,
+		"TRAINYARD_S3_ENDPOINT":      dev.ep.S3,
+		"AWS_ACCESS_KEY_ID":          keys.ID,
+		"AWS_SECRET_ACCESS_KEY":      keys.Secret,
+		"TRAINYARD_JOIN_SECRET":      strings.TrimSpace(cli(t, dev, "cluster", "join-token", "compose")),
+	})
+	{
+		cmd := composeHost.Command(ctx, binary, composeCmd...)
+		cmd.Env, cmd.Dir = append(composeEnv, "PATH=/usr/bin:/bin"), t.TempDir()
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			if t.Failed() {
+				t.Logf("compose agent-1 log:\n%s", tail(out.String(), 3000))
+			}
+		})
+	}
+
 	waitHealth("both agents joined", 2*time.Minute, func(h map[string]string) bool { return h["nickel"] == "Idle" && h["zinc"] == "Idle" })
+	waitFor(t, func() bool {
+		var st clusterStatus
+		dev.call("GET", "/v1/clusters/compose", dev.admin, nil, &st)
+		for _, nd := range st.Nodes {
+			if nd.Name == "agent-1" {
+				if nd.Health == "Idle" && nd.Address != composeHost.Addr.String() {
+					t.Errorf("compose agent-1 advertises %q, want %s", nd.Address, composeHost.Addr)
+				}
+				return nd.Health == "Idle"
+			}
+		}
+		return false
+	})
 	for _, nd := range status().Nodes {
 		if nd.Address != hosts[nd.Name].Addr.String() {
 			t.Errorf("node %s advertises %q, want its host's address %s (the source of its route to the control plane)", nd.Name, nd.Address, hosts[nd.Name].Addr)
@@ -227,4 +274,44 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// composeService reads service's environment and command from a Compose
+// file the way `docker compose` does for the keys ours use (anchors and
+// merge keys, ${VAR}, ${VAR:-default}, ${VAR:?error} from vars), and fails
+// t where a required variable is missing.
+func composeService(t *testing.T, file, service string, vars map[string]string) (env, command []string) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Services map[string]struct {
+			Command     []string          `yaml:"command"`
+			Environment map[string]string `yaml:"environment"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	svc, ok := doc.Services[service]
+	if !ok || len(svc.Command) == 0 {
+		t.Fatalf("%s: no service %s with a command", file, service)
+	}
+	ref := regexp.MustCompile(`\$\{([A-Z0-9_]+)(?::([-?])([^}]*))?\}`)
+	for k, v := range svc.Environment {
+		v = ref.ReplaceAllStringFunc(v, func(m string) string {
+			p := ref.FindStringSubmatch(m)
+			if val, ok := vars[p[1]]; ok && val != "" {
+				return val
+			}
+			if p[2] == "?" {
+				t.Fatalf("%s: %s: %s", file, p[1], p[3])
+			}
+			return p[3]
+		})
+		env = append(env, k+"="+v)
+	}
+	return env, svc.Command
 }
