@@ -33,7 +33,7 @@ func needNumpy(t testing.TB) {
 func testServer(t testing.TB, plugins map[string][]byte) (string, *pluginhost.Runtime) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: plugintest.CacheDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

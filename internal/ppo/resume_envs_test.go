@@ -35,7 +35,7 @@ import (
 func TestResumeIsExactOnEveryEnvKind(t *testing.T) {
 	const m, n = 8, 4
 	ctx := context.Background()
-	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: plugintest.CacheDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/pluginhost"
+	"github.com/trainyard/trainyard/internal/plugintest"
 	"github.com/trainyard/trainyard/internal/pythontest"
 	"github.com/trainyard/trainyard/internal/workspec"
 )
@@ -80,7 +81,7 @@ func TestCommandTrainerStepsItsEnv(t *testing.T) {
 	sha := pluginhost.SHA256(wasm)
 	_, file, _, _ := runtime.Caller(0) // the embedded S3 server changed the working directory
 	sdk := filepath.Join(filepath.Dir(file), "..", "..", "sdk", "python")
-	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: plugintest.CacheDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,10 @@ import (
 func TestDrainedSegmentLosesNothing(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	spec := Spec{Cluster: "lab", Env: "CartPole-v1", Seed: 7, Iterations: 6, CheckpointEvery: 100}.WithDefaults()
+	// A small batch (4 envs × 32 steps): the drain's bookkeeping is what
+	// is checked, and under -race the network's arithmetic is most of the
+	// test's time.
+	spec := Spec{Cluster: "lab", Env: "CartPole-v1", Seed: 7, Iterations: 6, CheckpointEvery: 100, EnvsPerWorker: 4, EpisodeLength: 32}.WithDefaults()
 
 	// Uninterrupted: one segment of 6 iterations.
 	whole, err := f.runner().RunSegment(ctx, SegmentInput{RunID: "whole", Spec: spec, EnvPlugin: f.cartpol, Iterations: 100}, nil)

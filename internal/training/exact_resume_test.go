@@ -18,6 +18,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/pluginhost"
+	"github.com/trainyard/trainyard/internal/plugintest"
 	"github.com/trainyard/trainyard/internal/ppo"
 )
 
@@ -44,7 +45,7 @@ func learning(ms []ppo.Metrics) []ppo.Metrics {
 func TestKilledRunResumesExactly(t *testing.T) {
 	const m, every = 10, 2
 	ctx := context.Background()
-	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: plugintest.CacheDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

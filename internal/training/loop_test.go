@@ -21,6 +21,7 @@ import (
 	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/inference/inferencetest"
 	"github.com/trainyard/trainyard/internal/pluginhost"
+	"github.com/trainyard/trainyard/internal/plugintest"
 	"github.com/trainyard/trainyard/internal/pythontest"
 	"github.com/trainyard/trainyard/plugins/arithmetic/model"
 )
@@ -72,7 +73,7 @@ func TestLoopTrainerAndRollouts(t *testing.T) {
 		weights.Store(&p)
 		return llm.Load(b)
 	}
-	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: plugintest.CacheDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,7 +104,7 @@ func TestTrainingRunIsOneTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{})
+	rt, err := pluginhost.NewRuntime(ctx, pluginhost.RuntimeConfig{CacheDir: plugintest.CacheDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
