@@ -93,8 +93,8 @@ func (a agentLaunch) launch(clusterName string, node spec.Node, token string, he
 		// gives it (CUDA_VISIBLE_DEVICES, set by the local provisioner) and
 		// offers what nvidia-smi reports of them; the described ones only
 		// where there is no nvidia-smi.
-		if desc := node.GPUDescription(); desc != "" {
-			args = append(args, "--expected-gpus", desc)
+		if len(node.Resources.GPUs) > 0 {
+			args = append(args, "--expected-gpus", node.GPUDescription())
 		}
 		if node.Resources.CPUs > 0 {
 			args = append(args, "--cpus", strconv.FormatFloat(node.Resources.CPUs, 'f', -1, 64))

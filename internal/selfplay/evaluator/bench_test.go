@@ -165,10 +165,12 @@ func BenchmarkMCTSBatched(b *testing.B) {
 			var wg sync.WaitGroup
 			b.ResetTimer()
 			start := time.Now()
-			for range parallel {
-				if bt != nil {
-					bt.Join()
+			if bt != nil {
+				for range parallel {
+					bt.Join() // all before any game starts
 				}
+			}
+			for range parallel {
 				wg.Go(func() {
 					if bt != nil {
 						defer bt.Leave()

@@ -73,11 +73,15 @@ func TestBatcherGathersConcurrentSearches(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fake{d: Dims{ObsDim: 3, Actions: 5, Players: 2, MaxBatch: tc.maxBatch}}
-			b := NewBatcher(f, time.Second) // a long wait: batches must come from the counts
+			// A wait longer than any test: batches come from the counts
+			// alone (a loaded machine, under -race, let a 1 s wait expire).
+			b := NewBatcher(f, time.Hour)
 			var wg sync.WaitGroup
 			errs := make(chan error, tc.searches)
+			for range tc.searches {
+				b.Join() // all before any search starts, as a batch of games does
+			}
 			for s := range tc.searches {
-				b.Join()
 				wg.Go(func() {
 					defer b.Leave()
 					for k := range 25 {
@@ -193,10 +197,12 @@ def evaluate(obs):
 	if r.Model != "test-model" {
 		t.Errorf("model %q", r.Model)
 	}
-	b := NewBatcher(r, 0)
+	b := NewBatcher(r, time.Hour) // batches from the counts alone
 	var wg sync.WaitGroup
-	for s := range 20 {
+	for range 20 {
 		b.Join()
+	}
+	for s := range 20 {
 		wg.Go(func() {
 			defer b.Leave()
 			for k := range 10 {

@@ -91,8 +91,10 @@ func TestPyTorchExampleTrainsAndServes(t *testing.T) {
 	bt := NewBatcher(r, 0)
 	player := &engine.MCTS{Simulations: 16, Eval: bt, Model: r.Model, Native: true}
 	var wg sync.WaitGroup
-	for i := range 4 {
+	for range 4 {
 		bt.Join()
+	}
+	for i := range 4 {
 		wg.Go(func() {
 			defer bt.Leave()
 			g, err := engine.NewNative(cfg, 1)
