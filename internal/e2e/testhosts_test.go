@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -143,24 +142,7 @@ nodes: [{name: nickel}, {name: zinc}]
 			"AWS_ACCESS_KEY_ID":            keys.ID,
 			"AWS_SECRET_ACCESS_KEY":        keys.Secret,
 		})...)
-		cmd := h.Command(ctx, binary, unit.exec[1:]...)
-		cmd.Env, cmd.Dir = env, state
-		logf, err := os.Create(filepath.Join(state, "agent.log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			if t.Failed() {
-				b, _ := os.ReadFile(logf.Name())
-				t.Logf("agent %s log:\n%s", name, tail(string(b), 3000))
-			}
-		})
+		startAgentOn(ctx, t, h, "systemd "+name, env, state, unit.exec[1:]...)
 	}
 	status := func() clusterStatus {
 		var st clusterStatus
@@ -197,22 +179,7 @@ nodes: [{name: nickel}, {name: zinc}]
 		"AWS_SECRET_ACCESS_KEY":      keys.Secret,
 		"TRAINYARD_JOIN_SECRET":      strings.TrimSpace(cli(t, dev, "cluster", "join-token", "compose")),
 	})
-	{
-		cmd := composeHost.Command(ctx, binary, composeCmd...)
-		cmd.Env, cmd.Dir = append(composeEnv, "PATH=/usr/bin:/bin"), t.TempDir()
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			if t.Failed() {
-				t.Logf("compose agent-1 log:\n%s", tail(out.String(), 3000))
-			}
-		})
-	}
+	startAgentOn(ctx, t, composeHost, "compose agent-1", append(composeEnv, "PATH=/usr/bin:/bin"), t.TempDir(), composeCmd...)
 
 	waitHealth("both agents joined", 2*time.Minute, func(h map[string]string) bool { return h["nickel"] == "Idle" && h["zinc"] == "Idle" })
 	waitFor(t, func() bool {
@@ -266,6 +233,26 @@ nodes: [{name: nickel}, {name: zinc}]
 	nickel.Heal()
 	back := waitHealth("nickel back after the partition heals", 2*time.Minute, func(h map[string]string) bool { return h["nickel"] == "Idle" })
 	t.Logf("partition: nickel Dead %v after the cut (heartbeat timeout 6 s), Idle again %v after the heal", dead.Round(time.Second), back.Round(time.Second))
+}
+
+// startAgentOn runs the binary with args in host h, with exactly env, from
+// dir; it is killed when t ends, and its output logged if t failed.
+func startAgentOn(ctx context.Context, t *testing.T, h *testhosts.Host, what string, env []string, dir string, args ...string) {
+	t.Helper()
+	cmd := h.Command(ctx, binary, args...)
+	cmd.Env, cmd.Dir = env, dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s log:\n%s", what, tail(out.String(), 3000))
+		}
+	})
 }
 
 // tail is the last n bytes of s.
