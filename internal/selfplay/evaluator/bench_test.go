@@ -1,7 +1,6 @@
 package evaluator
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
@@ -55,30 +54,13 @@ func pyMLP(b *testing.B, width int) (string, float64) {
 		"\nsp.serve(evaluate, socket_path=sys.argv[1], model='mlp', ready=lambda: print('ready', flush=True))\n"
 	cmd := exec.Command(pythontest.Python, "-c", script, sock, strconv.Itoa(width))
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+sdk, "OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	r := bufio.NewReader(out)
 	var inproc float64
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			b.Fatalf("evaluator did not start: %v", err)
-		}
-		f := strings.Fields(line)
-		if len(f) == 2 && f[0] == "inproc" {
+	for _, line := range startEvaluator(b, cmd) {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "inproc" {
 			inproc, _ = strconv.ParseFloat(f[1], 64)
 		}
-		if len(f) == 1 && f[0] == "ready" {
-			return sock, inproc
-		}
 	}
+	return sock, inproc
 }
 
 // BenchmarkProtocol is issue 32's "positions evaluated per second through

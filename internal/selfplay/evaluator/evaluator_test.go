@@ -156,6 +156,14 @@ func pyServe(t testing.TB, body string) string {
 		"\nsp.serve(evaluate, socket_path=sys.argv[1], model='test-model', ready=lambda: print('ready', flush=True))\n"
 	cmd := exec.Command(pythontest.Python, "-c", script, sock)
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+sdk)
+	startEvaluator(t, cmd)
+	return sock
+}
+
+// startEvaluator starts an evaluator process, kills it when t ends, and
+// returns what it printed before the "ready" line serve's ready prints.
+func startEvaluator(t testing.TB, cmd *exec.Cmd) []string {
+	t.Helper()
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -165,11 +173,18 @@ func pyServe(t testing.TB, body string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "ready" {
-		t.Fatalf("evaluator did not start: %q %v", line, err)
+	r := bufio.NewReader(out)
+	var before []string
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("evaluator did not start: %v (printed %q)", err, before)
+		}
+		if line = strings.TrimSpace(line); line == "ready" {
+			return before
+		}
+		before = append(before, line)
 	}
-	return sock
 }
 
 // TestRemoteAgainstPython: the Python evaluator answers batches through the

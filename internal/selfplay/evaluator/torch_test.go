@@ -1,12 +1,10 @@
 package evaluator
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -67,19 +65,7 @@ func TestPyTorchExampleTrainsAndServes(t *testing.T) {
 	}
 
 	sock := filepath.Join(dir, "eval.sock")
-	srv := exec.CommandContext(ctx, pythontest.Python, example, "serve", "--model-dir", modelDir, "--socket", sock)
-	srv.Stderr = os.Stderr
-	stdout, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || strings.TrimSpace(line) != "ready" {
-		t.Fatalf("serve did not start: %q %v", line, err)
-	}
+	startEvaluator(t, exec.CommandContext(ctx, pythontest.Python, example, "serve", "--model-dir", modelDir, "--socket", sock))
 	r, err := Dial(ctx, sock, Dims{ObsDim: meta.Observation.Dim(), Actions: meta.Action.N, Players: 2, MaxBatch: 64})
 	if err != nil {
 		t.Fatal(err)
