@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -83,7 +84,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long running work gets to checkpoint and report before the agent exits")
 	f.StringVar(&o.secretsFile, "secrets-file", "", "0600 file with join_token, s3_access_key_id, s3_secret_access_key (default: $TRAINYARD_AGENT_CONFIG, written by the provisioner)")
 	f.IntVar(&o.maxRefusals, "max-refusals", 6, "exit non-zero once the cluster has refused this many heartbeats (wrong or missing join token, unknown node)")
-	f.StringVar(&o.advertise, "advertise-address", "", "the address this node's peers reach it at (gangs' MASTER_ADDR, an LLM loop's trainer and pool; default: the source address of its route to --temporal-address)")
+	f.StringVar(&o.advertise, "advertise-address", "", "the IP address this node's peers reach it at (gangs' MASTER_ADDR, an LLM loop's trainer and pool; default: the source address of its route to --temporal-address)")
 	f.StringVar(&o.jobUser, "job-user", "", "run jobs as this account, so they cannot read the agent's secrets (needs root; default: the agent's own user)")
 	addTemporalFlags(f, &o.temporal)
 	addS3Flags(f, &o.s3)
@@ -214,6 +215,9 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 		if addr, err = routeSource(o.temporal.Address); err != nil {
 			return fmt.Errorf("agent %s: %w (set --advertise-address)", o.node, err)
 		}
+	}
+	if _, err := netip.ParseAddr(addr); err != nil {
+		return fmt.Errorf("agent %s: --advertise-address %q: want an IP address (the cluster takes no other)", o.node, addr)
 	}
 	log.Info("advertising", "address", addr)
 	hb := cluster.Heartbeat{Node: o.node, AgentID: uuid.NewString(), Resources: res, PID: os.Getpid(), Address: addr}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/joinkey"
 )
 
@@ -146,5 +147,29 @@ func TestBeatsBeforeTheUndrainAreStale(t *testing.T) {
 				t.Fatalf("draining = %v (%q), want %v; events %q", n.Draining, n.DrainReason, tc.draining, st.Events)
 			}
 		})
+	}
+}
+
+// TestAdvertisedAddressIsAnIP: a node's agent may advertise an IP address,
+// which peers are then given; anything else (a URL, a host with a port or
+// a shell word, which would land in MASTER_ADDR and the LLM loop's URL) is
+// not taken, and the spec's address stands.
+func TestAdvertisedAddressIsAnIP(t *testing.T) {
+	tok, _ := joinkey.New()
+	for _, tc := range []struct{ adv, want string }{
+		{"198.18.0.7", "198.18.0.7"},
+		{"fd00::2", "fd00::2"},
+		{"", "10.0.0.9"},
+		{"evil.example:80/x", "10.0.0.9"},
+		{"1.2.3.4;rm -rf /", "10.0.0.9"},
+		{"fe80::1%eth0", "10.0.0.9"},
+	} {
+		st := State{Name: "lab", Settings: Settings{JoinKey: tok.Public()}.withDefaults(), Order: []string{"n1"},
+			Nodes: map[string]*nodeState{"n1": {Health: Pending, Spec: spec.Node{Name: "n1", Address: "10.0.0.9"}}}}
+		c := &controller{st: &st}
+		c.heartbeat(time.Unix(1000, 0), Heartbeat{Node: "n1", AgentID: "a1", Seq: 1, Sig: tok.Sign("n1", "a1", 1), Address: tc.adv})
+		if got := st.Nodes["n1"].address(); got != tc.want {
+			t.Errorf("advertised %q: peers get %q, want %q", tc.adv, got, tc.want)
+		}
 	}
 }

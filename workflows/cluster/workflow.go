@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"reflect"
 	"slices"
 	"sort"
@@ -552,7 +553,14 @@ func (c *controller) heartbeat(now time.Time, hb Heartbeat) {
 	if hb.Draining == "" || hb.AgentID != n.AgentID {
 		n.Undrained = ""
 	}
-	n.LastBeat, n.AgentID, n.AgentPID, n.Reported, n.GPUUtil, n.Address = now, hb.AgentID, hb.PID, hb.Resources, hb.GPUUtil, hb.Address
+	n.LastBeat, n.AgentID, n.AgentPID, n.Reported, n.GPUUtil = now, hb.AgentID, hb.PID, hb.Resources, hb.GPUUtil
+	// The advertised address goes into peers' environments (MASTER_ADDR)
+	// and URLs (the LLM loop's pool): only an IP address is taken, never a
+	// string that could carry a port, path or shell word.
+	n.Address = ""
+	if a, err := netip.ParseAddr(hb.Address); err == nil && a.Zone() == "" {
+		n.Address = a.String()
+	}
 	if n.Health != Stopped {
 		n.Health, n.Error = idleOrHealthy(n), ""
 	}
