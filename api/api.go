@@ -53,9 +53,10 @@ type Deps struct {
 
 // Server holds the API's dependencies; its methods are the handlers.
 type Server struct {
-	d   Deps
-	API huma.API
-	mux *http.ServeMux
+	d      Deps
+	API    huma.API
+	mux    *http.ServeMux
+	status statusCalls // cluster status queries in flight (submit.go)
 }
 
 // New builds the API and registers every route.

@@ -168,7 +168,7 @@ func (s *Server) registerClusters() {
 		out.Body.Cluster, out.Body.WorkflowID = c.Name, cluster.WorkflowID(c.Name)
 		var static []string
 		for _, n := range c.Nodes {
-			if n.Provisioner.Kind == spec.KindStatic {
+			if k, _ := spec.LookupKind(n.Provisioner.Kind); k.StartedByOperator {
 				static = append(static, n.Name)
 			}
 		}
@@ -303,29 +303,7 @@ func (s *Server) registerClusters() {
 	submit := op(http.MethodPost, "/v1/clusters/{name}/jobs", "submit-job",
 		"Run a command on a node of the cluster with the CPUs, GPUs and memory it asks for", auth.Operator, "jobs")
 	submit.DefaultStatus = http.StatusCreated
-	huma.Register(s.API, submit, func(ctx context.Context, in *submitJobInput) (*workflowRefOutput, error) {
-		if err := envKeyErrors(in.Body.Env); err != nil {
-			return nil, err
-		}
-		st, err := s.clusterStatus(ctx, in.Name)
-		if err != nil {
-			return nil, err
-		}
-		grace, err := optDuration("body.infeasible_grace", in.Body.InfeasibleGrace)
-		if err != nil {
-			return nil, err
-		}
-		id := "job-" + uuid.NewString()
-		ws := workspec.Spec{Name: id[:12], Kind: workspec.KindJob, Roles: []workspec.Role{{Name: "job", Count: 1, CPUs: in.Body.CPUs, GPUs: float64(in.Body.GPUs), MemoryMB: in.Body.MemoryMB}}}
-		if err := s.preflight(ctx, st, id, "job", "body", ws); err != nil {
-			return nil, err
-		}
-		run, err := job.Start(ctx, s.d.Temporal, id, job.Input{Cluster: in.Name, Command: in.Body.Command, Env: in.Body.Env, CPUs: in.Body.CPUs, GPUs: in.Body.GPUs, MemoryMB: in.Body.MemoryMB, InfeasibleGrace: grace, Work: &ws})
-		if err != nil {
-			return nil, temporalErr("submit job", err)
-		}
-		return &workflowRefOutput{Body: WorkflowRef{WorkflowID: run.GetID(), RunID: run.GetRunID()}}, nil
-	})
+	huma.Register(s.API, submit, s.submitClusterJob)
 
 	huma.Register(s.API, op(http.MethodGet, "/v1/jobs/{id}", "get-job", "A job's state, node, GPUs, why it waits, and its result", auth.Viewer, "jobs"),
 		func(ctx context.Context, in *jobIDInput) (*jobOutput, error) {
@@ -349,6 +327,21 @@ func (s *Server) registerClusters() {
 			}
 			return out, nil
 		})
+}
+
+// submitClusterJob submits a one-command job (POST
+// /v1/clusters/{name}/jobs).
+func (s *Server) submitClusterJob(ctx context.Context, in *submitJobInput) (*workflowRefOutput, error) {
+	if err := envKeyErrors(in.Body.Env); err != nil {
+		return nil, err
+	}
+	grace, err := optDuration("body.infeasible_grace", in.Body.InfeasibleGrace)
+	if err != nil {
+		return nil, err
+	}
+	id := "job-" + uuid.NewString()
+	ws := workspec.Spec{Name: id[:12], Kind: workspec.KindJob, Roles: []workspec.Role{{Name: "job", Count: 1, CPUs: in.Body.CPUs, GPUs: float64(in.Body.GPUs), MemoryMB: in.Body.MemoryMB}}}
+	return s.submitJob(ctx, id, job.Input{Cluster: in.Name, Command: in.Body.Command, Env: in.Body.Env, CPUs: in.Body.CPUs, GPUs: in.Body.GPUs, MemoryMB: in.Body.MemoryMB, InfeasibleGrace: grace, Work: &ws})
 }
 
 // command signals a running cluster's workflow; 404 when there is none.

@@ -61,18 +61,29 @@ func (s *Server) submitWorkJob(ctx context.Context, in *workJobInput) (*workflow
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.clusterStatus(ctx, b.Cluster)
+	return s.submitJob(ctx, id, job.Input{Cluster: b.Cluster, Command: b.Command, Env: b.Env, Work: &ws, InfeasibleGrace: grace})
+}
+
+// submitJob submits a job of either route (POST /v1/jobs, POST
+// /v1/clusters/{name}/jobs), its work described in in.Work.
+func (s *Server) submitJob(ctx context.Context, id string, in job.Input) (*workflowRefOutput, error) {
+	out := &workflowRefOutput{}
+	err := s.submit(ctx, submission{
+		cluster: in.Cluster,
+		units:   []unit{{id: id, what: "job", loc: "body", work: *in.Work}},
+		start: func(ctx context.Context) error {
+			run, err := job.Start(ctx, s.d.Temporal, id, in)
+			if err != nil {
+				return temporalErr("submit job", err)
+			}
+			out.Body = WorkflowRef{WorkflowID: run.GetID(), RunID: run.GetRunID()}
+			return nil
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
-	if err := s.preflight(ctx, st, id, "job", "body", ws); err != nil {
-		return nil, err
-	}
-	run, err := job.Start(ctx, s.d.Temporal, id, job.Input{Cluster: b.Cluster, Command: b.Command, Env: b.Env, Work: &ws, InfeasibleGrace: grace})
-	if err != nil {
-		return nil, temporalErr("submit job", err)
-	}
-	return &workflowRefOutput{Body: WorkflowRef{WorkflowID: run.GetID(), RunID: run.GetRunID()}}, nil
+	return out, nil
 }
 
 // envKeyErrors refuses, at the door, variable names a node would refuse

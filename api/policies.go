@@ -11,7 +11,6 @@ import (
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/policy"
 	"github.com/trainyard/trainyard/internal/workspec"
-	"github.com/trainyard/trainyard/workflows/cluster"
 )
 
 type bundleOutput struct {
@@ -150,38 +149,4 @@ func bundleErr(err error, results []policy.TestResult) error {
 		return huma.Error422UnprocessableEntity("policy bundle rejected: its tests fail", details...)
 	}
 	return huma.Error422UnprocessableEntity("policy bundle rejected", &huma.ErrorDetail{Location: "body", Message: err.Error()})
-}
-
-// preflight is the one check every submission passes before its workflow
-// starts: admission on the cluster's live nodes and usage, then whether any
-// node could ever hold the work (the placement code the cluster workflow
-// runs). A denial is a 403 listing every violated rule, except that work
-// denied only by a usage rule (quota, one training per config) is accepted
-// and waits in the cluster's queue with the rule as its reason. what names
-// the work in a 422 ("run", "trial lr=0.1"), loc the body field it comes
-// from ("body", "body.run").
-func (s *Server) preflight(ctx context.Context, st cluster.Status, workID, what, loc string, ws workspec.Spec, extra ...func(*policy.Input)) error {
-	p := s.d.Admission.Engine().Params()
-	in := st.AdmissionInput(p, workID, ws)
-	for _, f := range extra {
-		f(&in)
-	}
-	d, err := s.d.Admission.Decide(ctx, workID, in)
-	if err != nil {
-		return huma.Error503ServiceUnavailable("admission", err)
-	}
-	if !d.Allow && !d.WaitsOnUsage() {
-		var details []error
-		for _, v := range d.Violations {
-			details = append(details, &huma.ErrorDetail{Location: "policy." + v.Rule, Message: v.Reason})
-		}
-		return huma.Error403Forbidden("denied by policy revision "+d.Revision+": "+d.Summary(), details...)
-	}
-	// Never pending silently: work no node could take even when idle is
-	// refused now, with the constraint that makes it impossible.
-	if reason := st.Infeasible(p, workID, ws); reason != "" {
-		return huma.Error422UnprocessableEntity(what+" can never be placed on cluster "+st.Cluster,
-			&huma.ErrorDetail{Location: loc, Message: reason})
-	}
-	return nil
 }

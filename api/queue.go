@@ -3,36 +3,22 @@ package api
 import (
 	"context"
 	"net/http"
-	"slices"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/trainyard/trainyard/internal/auth"
+	"github.com/trainyard/trainyard/workflows/cluster"
 	"github.com/trainyard/trainyard/workflows/job"
 	"github.com/trainyard/trainyard/workflows/train"
 )
 
-// QueueEntry is one piece of work waiting for a node.
-type QueueEntry struct {
-	Position     int        `json:"position" doc:"1: placed first (the cluster's queue order: priority plus the starvation boost, then age)."`
-	ID           string     `json:"id" doc:"Run or job id (GET /v1/runs/{id}, GET /v1/jobs/{id})."`
-	Kind         string     `json:"kind" enum:"run,job"`
-	State        string     `json:"state" enum:"waiting,infeasible" doc:"waiting: it fits an empty node but the nodes are busy; infeasible: no node of the cluster could hold it now even empty (a node that fitted left), and it fails when the grace period ends."`
-	Reason       string     `json:"reason" example:"no node can take the job now: job#0 fits no node: gpu: needs 1 free GPU; 0 of 1 free (gpu-box)"`
-	WaitingSince *time.Time `json:"waiting_since,omitempty"`
-	Running      []string   `json:"running,omitempty" doc:"What holds the cluster's nodes now, i.e. what this work waits behind."`
-	// EffectivePriority is the priority the queue orders by.
-	EffectivePriority int `json:"effective_priority" doc:"Priority plus the starvation boost once it has waited past the policy's threshold (docs/scheduling.md)."`
-}
-
 type queueOutput struct {
 	Body struct {
-		Cluster string       `json:"cluster"`
-		Waiting []QueueEntry `json:"waiting" doc:"Work waiting for a node in the order it is placed, each with why."`
-		Running int          `json:"running" doc:"Runs and jobs placed on a node."`
+		Cluster string               `json:"cluster"`
+		Waiting []cluster.QueueEntry `json:"waiting" doc:"Work waiting for a node in the order it is placed, each with why."`
+		Running int                  `json:"running" doc:"Runs and jobs placed on a node."`
 	}
 }
 
@@ -51,12 +37,9 @@ func (s *Server) registerQueue() {
 			if err != nil {
 				return nil, temporalErr("list work of cluster "+in.Name, err)
 			}
-			var holding []string
-			for _, n := range st.Nodes {
-				holding = append(holding, n.Jobs...)
-			}
 			out := &queueOutput{}
-			out.Body.Cluster, out.Body.Waiting = in.Name, []QueueEntry{}
+			out.Body.Cluster = in.Name
+			var waiting []cluster.QueueEntry
 			for _, e := range resp.GetExecutions() {
 				var clusterName string
 				if p, ok := e.GetMemo().GetFields()["cluster"]; ok {
@@ -66,7 +49,7 @@ func (s *Server) registerQueue() {
 					continue
 				}
 				id := e.GetExecution().GetWorkflowId()
-				q := QueueEntry{ID: id}
+				q := cluster.QueueEntry{ID: id}
 				if e.GetType().GetName() == train.Name {
 					var p train.RunProgress
 					if v, err := s.d.Temporal.QueryWorkflow(ctx, id, "", train.QueryProgress); err != nil || v.Get(&p) != nil {
@@ -86,35 +69,9 @@ func (s *Server) registerQueue() {
 					}
 					continue
 				}
-				q.Running = holding
-				out.Body.Waiting = append(out.Body.Waiting, q)
+				waiting = append(waiting, q)
 			}
-			// The cluster's own queue order first; work it has not seen
-			// ask yet follows, longest waiting first.
-			order := map[string]int{}
-			for i, q := range st.Queue {
-				order[q.WorkID] = i + 1
-				for j := range out.Body.Waiting {
-					if out.Body.Waiting[j].ID == q.WorkID {
-						out.Body.Waiting[j].EffectivePriority = q.EffectivePriority
-					}
-				}
-			}
-			slices.SortStableFunc(out.Body.Waiting, func(a, b QueueEntry) int {
-				oa, ob := order[a.ID], order[b.ID]
-				switch {
-				case oa > 0 && ob > 0:
-					return oa - ob
-				case oa > 0 || ob > 0:
-					return ob - oa // the one the cluster has seen first
-				case a.WaitingSince == nil || b.WaitingSince == nil:
-					return 0
-				}
-				return a.WaitingSince.Compare(*b.WaitingSince)
-			})
-			for i := range out.Body.Waiting {
-				out.Body.Waiting[i].Position = i + 1
-			}
+			out.Body.Waiting = st.Order(waiting)
 			return out, nil
 		})
 }

@@ -13,19 +13,21 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
-	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/checkpoint"
+	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
+	"github.com/trainyard/trainyard/internal/policy"
 	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/scalars"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/internal/workspec"
+	"github.com/trainyard/trainyard/workflows/cluster"
 	"github.com/trainyard/trainyard/workflows/train"
 )
 
@@ -53,16 +55,8 @@ type Run struct {
 	// Scalars: what a command trainer reported (TRAINYARD_SCALAR lines).
 	Scalars map[string]scalars.ScalarPoint `json:"scalars,omitempty" doc:"Command and llm runs: each tag's newest value the trainer reported (TRAINYARD_SCALAR lines, a loop step's loss; the whole curves: GET /v1/runs/{id}/scalars)."`
 	// Loop is a kind llm run's loop, live from its activities' heartbeats.
-	Loop  *LoopLive `json:"loop,omitempty" doc:"Kind llm, while it runs: the trainer's and each rollout worker's latest heartbeat (every ~2-16 s)."`
-	Error string    `json:"error,omitempty" doc:"Why the run failed, once failed."`
-}
-
-// LoopLive is a running loop's state as its activities last reported it.
-type LoopLive struct {
-	Trainer *training.LoopStatus        `json:"trainer,omitempty"`
-	Workers []training.LoopWorkerStatus `json:"workers"`
-	// TrajectoriesPerSec sums the workers' rates.
-	TrajectoriesPerSec float64 `json:"trajectories_per_sec"`
+	Loop  *train.LoopLive `json:"loop,omitempty" doc:"Kind llm, while it runs: the trainer's and each rollout worker's latest heartbeat (every ~2-16 s)."`
+	Error string          `json:"error,omitempty" doc:"Why the run failed, once failed."`
 }
 
 // CheckpointInfo is one stored checkpoint.
@@ -149,54 +143,7 @@ func (s *Server) registerRuns() {
 	submit := op(http.MethodPost, "/v1/runs", "submit-run",
 		"Start a training run: admitted by policy, placed on a cluster node, checkpointed to S3", auth.Operator, "runs")
 	submit.DefaultStatus = http.StatusCreated
-	huma.Register(s.API, submit, func(ctx context.Context, in *submitRunInput) (*runRefOutput, error) {
-		spec := in.Body.WithDefaults()
-		if err := spec.Validate(); err != nil {
-			return nil, fieldErrors("invalid run spec", err)
-		}
-		var env pluginstore.Record
-		var ids []string
-		if spec.Env != "" {
-			var err error
-			if env, err = s.runPlugin(ctx, "body.env", spec.Env, pluginhost.KindEnv); err != nil {
-				return nil, err
-			}
-			ids = append(ids, env.ID)
-		}
-		if spec.Shape() == training.ShapeSegments {
-			if _, err := spec.PPOConfig(env.Metadata.Name); err != nil {
-				return nil, fieldErrors("invalid run spec", err)
-			}
-		}
-		var reward string
-		if spec.Reward != "" {
-			rec, err := s.runPlugin(ctx, "body.reward", spec.Reward, pluginhost.KindReward)
-			if err != nil {
-				return nil, err
-			}
-			reward = rec.ID
-			ids = append(ids, rec.ID)
-		}
-		st, err := s.clusterStatus(ctx, spec.Cluster)
-		if err != nil {
-			return nil, err
-		}
-		endpoints, err := grantedEndpoints(spec, st, env.Metadata)
-		if err != nil {
-			return nil, err
-		}
-		id := runPrefix + uuid.NewString()
-		if err := s.preflight(ctx, st, id, "run", "body", spec.WorkSpec(id), runCapabilities(spec, env.Metadata)); err != nil {
-			return nil, err
-		}
-		wr, err := train.Start(ctx, s.d.Temporal, train.Input{RunID: id, Spec: spec, EnvPlugin: env.ID, RewardPlugin: reward, Endpoints: endpoints}, ids)
-		if err != nil {
-			return nil, temporalErr("start run", err)
-		}
-		out := &runRefOutput{}
-		out.Body.ID, out.Body.WorkflowID, out.Body.EnvPlugin = id, wr.GetID(), env.ID
-		return out, nil
-	})
+	huma.Register(s.API, submit, s.submitRun)
 
 	huma.Register(s.API, op(http.MethodGet, "/v1/algorithms", "list-algorithms", "The algorithms a run may name, from the registry", auth.Viewer, "runs"),
 		func(context.Context, *struct{}) (*listAlgorithmsOutput, error) {
@@ -343,6 +290,60 @@ func (s *Server) registerRuns() {
 		})
 }
 
+// submitRun validates a run, resolves its plugins and submits it.
+func (s *Server) submitRun(ctx context.Context, in *submitRunInput) (*runRefOutput, error) {
+	spec := in.Body.WithDefaults()
+	if err := spec.Validate(); err != nil {
+		return nil, fieldErrors("invalid run spec", err)
+	}
+	var env pluginstore.Record
+	var ids []string
+	if spec.Env != "" {
+		var err error
+		if env, err = s.runPlugin(ctx, "body.env", spec.Env, pluginhost.KindEnv); err != nil {
+			return nil, err
+		}
+		ids = append(ids, env.ID)
+	}
+	if spec.Shape() == training.ShapeSegments {
+		if _, err := spec.PPOConfig(env.Metadata.Name); err != nil {
+			return nil, fieldErrors("invalid run spec", err)
+		}
+	}
+	var reward string
+	if spec.Reward != "" {
+		rec, err := s.runPlugin(ctx, "body.reward", spec.Reward, pluginhost.KindReward)
+		if err != nil {
+			return nil, err
+		}
+		reward = rec.ID
+		ids = append(ids, rec.ID)
+	}
+	id := runPrefix + uuid.NewString()
+	out := &runRefOutput{}
+	var endpoints []inference.Endpoint
+	err := s.submit(ctx, submission{
+		cluster: spec.Cluster,
+		units:   []unit{{id: id, what: "run", loc: "body", work: spec.WorkSpec(id), extra: []func(*policy.Input){runCapabilities(spec, env.Metadata)}}},
+		live: func(st cluster.Status) (err error) {
+			endpoints, err = grantedEndpoints(spec, st, env.Metadata)
+			return err
+		},
+		start: func(ctx context.Context) error {
+			wr, err := train.Start(ctx, s.d.Temporal, train.Input{RunID: id, Spec: spec, EnvPlugin: env.ID, RewardPlugin: reward, Endpoints: endpoints}, ids)
+			if err != nil {
+				return temporalErr("start run", err)
+			}
+			out.Body.ID, out.Body.WorkflowID, out.Body.EnvPlugin = id, wr.GetID(), env.ID
+			return nil
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // listedWorkflow is a workflow of a listing with its string memo fields.
 type listedWorkflow struct {
 	WorkflowSummary
@@ -395,24 +396,9 @@ func (s *Server) getRun(ctx context.Context, id string) (Run, error) {
 		if v, err := s.d.Temporal.QueryWorkflow(ctx, id, "", train.QueryProgress); err == nil {
 			_ = v.Get(&r.Progress)
 		}
-		liveRank := -1
-		for _, pa := range desc.GetPendingActivities() {
-			if pa.GetHeartbeatDetails() == nil {
-				continue
-			}
-			if loopHeartbeat(&r, pa.GetActivityType().GetName(), pa.GetHeartbeatDetails()) {
-				continue
-			}
-			var m ppo.Metrics
-			if err := converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &m); err == nil && m.Iteration > 0 {
-				r.Live = &m
-			}
-			var cs training.CommandStatus
-			if err := converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &cs); err == nil && cs.Output != "" && (liveRank < 0 || cs.Rank < liveRank) {
-				r.LiveOutput, liveRank = cs.Output, cs.Rank                       // rank 0's, of a multi-node trainer
-				r.Progress.Checkpoint = max(r.Progress.Checkpoint, cs.Checkpoint) // synced while it runs
-			}
-		}
+		live := train.LiveOf(desc.GetPendingActivities())
+		r.Live, r.LiveOutput, r.Loop = live.Metrics, live.Output, live.Loop
+		r.Progress.Checkpoint = max(r.Progress.Checkpoint, live.Checkpoint)
 	} else {
 		err := s.d.Temporal.GetWorkflow(ctx, id, "").Get(ctx, &r.Progress)
 		if err != nil {
@@ -430,33 +416,6 @@ func (s *Server) getRun(ctx context.Context, id string) (Run, error) {
 		r.Scalars = s.latestScalars(ctx, id)
 	}
 	return r, nil
-}
-
-// loopHeartbeat reads a kind llm run's activity heartbeat into r.Loop;
-// false for any other activity.
-func loopHeartbeat(r *Run, activity string, details *commonpb.Payloads) bool {
-	dc := converter.GetDefaultDataConverter()
-	if r.Loop == nil && (activity == "RunLoopTrainer" || activity == "RunLoopRollouts") {
-		r.Loop = &LoopLive{Workers: []training.LoopWorkerStatus{}}
-	}
-	switch activity {
-	case "RunLoopTrainer":
-		var st training.LoopStatus
-		if dc.FromPayloads(details, &st) == nil {
-			r.Loop.Trainer = &st
-			r.LiveOutput = st.Output
-			r.Progress.Checkpoint = max(r.Progress.Checkpoint, st.Checkpoint)
-		}
-	case "RunLoopRollouts":
-		var w training.LoopWorkerStatus
-		if dc.FromPayloads(details, &w) == nil {
-			r.Loop.Workers = append(r.Loop.Workers, w)
-			r.Loop.TrajectoriesPerSec += w.PerSec
-		}
-	default:
-		return false
-	}
-	return true
 }
 
 // runInput reads the run's input from its first history event.

@@ -111,17 +111,6 @@ type selfplayIDInput struct {
 	Config  string `path:"config"`
 }
 
-// velocityWindow is the span Elo velocity is measured over.
-const velocityWindow = 7 * 24 * time.Hour
-
-// velocity is a config's Elo/day in t, or 0 and why there is none yet.
-func velocity(t *elo.Table, config string, now time.Time) (perDay float64, note string) {
-	if v, ok := t.Velocity(config, now, velocityWindow); ok {
-		return v, ""
-	}
-	return 0, fmt.Sprintf("too early: velocity needs %v of the best model's rating history", elo.MinVelocitySpan)
-}
-
 func (s *Server) registerSelfplay() {
 	s.registerSelfplaySchedules()
 	s.registerSelfplayIdle()
@@ -129,49 +118,7 @@ func (s *Server) registerSelfplay() {
 		"Start a self-play loop for a game config on a cluster: self-play → quality gate → NPZ export → training → gauntlet → Elo and promotion, generation after generation",
 		auth.Operator, "selfplay")
 	start.DefaultStatus = http.StatusCreated
-	huma.Register(s.API, start, func(ctx context.Context, in *startSelfplayInput) (*selfplayOutput, error) {
-		b := in.Body
-		set := b.Settings.WithDefaults()
-		if err := settingsErr(set); err != nil {
-			return nil, err
-		}
-		if strings.ContainsAny(b.Cluster+b.Config, "/ ") {
-			return nil, huma.Error422UnprocessableEntity("invalid self-play loop", &huma.ErrorDetail{Location: "body.config", Message: "cluster and config must not contain '/' or spaces", Value: b.Config})
-		}
-		ref := b.Game
-		if ref == "" {
-			ref = "kinrow-" + b.Config
-		}
-		rec, err := s.runPlugin(ctx, "body.game", ref, pluginhost.KindGame)
-		if err != nil {
-			return nil, err
-		}
-		if rec.Metadata.Name != ref && !strings.HasSuffix(rec.Metadata.Name, "-"+b.Config) && rec.Metadata.Name != b.Config {
-			return nil, huma.Error422UnprocessableEntity("game plugin does not play this config", &huma.ErrorDetail{
-				Location: "body.game", Message: fmt.Sprintf("plugin %s plays %s, not %s", rec.Metadata.Label(), rec.Metadata.Name, b.Config), Value: ref})
-		}
-		st, err := s.clusterStatus(ctx, b.Cluster)
-		if err != nil {
-			return nil, err
-		}
-		id := selfplay.WorkflowID(b.Cluster, b.Config)
-		if err := s.preflight(ctx, st, id, "self-play loop", "body", selfplay.SelfPlayWork(id, b.Config, set)); err != nil {
-			return nil, err
-		}
-		loopID := id + "/" + uuid.NewString()[:8]
-		_, err = selfplay.StartLoop(ctx, s.d.Temporal, selfplay.Input{LoopID: loopID, Cluster: b.Cluster, Config: b.Config, GamePlugin: rec.ID, Settings: b.Settings})
-		if err != nil {
-			if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-				return nil, huma.Error409Conflict(fmt.Sprintf("a self-play loop for %s on cluster %s is already running; stop it first", b.Config, b.Cluster))
-			}
-			return nil, temporalErr("start self-play loop", err)
-		}
-		sp, err := s.getSelfplay(ctx, b.Cluster, b.Config)
-		if err != nil {
-			return nil, err
-		}
-		return &selfplayOutput{Body: sp}, nil
-	})
+	huma.Register(s.API, start, s.startSelfplay)
 
 	huma.Register(s.API, op(http.MethodGet, "/v1/selfplay", "list-selfplay", "List self-play loops, newest first", auth.Viewer, "selfplay"),
 		func(ctx context.Context, in *listSelfplayInput) (*listSelfplayOutput, error) {
@@ -226,6 +173,54 @@ func (s *Server) registerSelfplay() {
 			out.Body.Leaderboards = boards
 			return out, nil
 		})
+}
+
+// startSelfplay validates a loop, resolves its game plugin and submits it.
+func (s *Server) startSelfplay(ctx context.Context, in *startSelfplayInput) (*selfplayOutput, error) {
+	b := in.Body
+	set := b.Settings.WithDefaults()
+	if err := settingsErr(set); err != nil {
+		return nil, err
+	}
+	if strings.ContainsAny(b.Cluster+b.Config, "/ ") {
+		return nil, huma.Error422UnprocessableEntity("invalid self-play loop", &huma.ErrorDetail{Location: "body.config", Message: "cluster and config must not contain '/' or spaces", Value: b.Config})
+	}
+	ref := b.Game
+	if ref == "" {
+		ref = "kinrow-" + b.Config
+	}
+	rec, err := s.runPlugin(ctx, "body.game", ref, pluginhost.KindGame)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Metadata.Name != ref && !strings.HasSuffix(rec.Metadata.Name, "-"+b.Config) && rec.Metadata.Name != b.Config {
+		return nil, huma.Error422UnprocessableEntity("game plugin does not play this config", &huma.ErrorDetail{
+			Location: "body.game", Message: fmt.Sprintf("plugin %s plays %s, not %s", rec.Metadata.Label(), rec.Metadata.Name, b.Config), Value: ref})
+	}
+	id := selfplay.WorkflowID(b.Cluster, b.Config)
+	err = s.submit(ctx, submission{
+		cluster: b.Cluster,
+		units:   []unit{{id: id, what: "self-play loop", loc: "body", work: selfplay.SelfPlayWork(id, b.Config, set)}},
+		start: func(ctx context.Context) error {
+			loopID := id + "/" + uuid.NewString()[:8]
+			_, err := selfplay.StartLoop(ctx, s.d.Temporal, selfplay.Input{LoopID: loopID, Cluster: b.Cluster, Config: b.Config, GamePlugin: rec.ID, Settings: b.Settings})
+			if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+				return huma.Error409Conflict(fmt.Sprintf("a self-play loop for %s on cluster %s is already running; stop it first", b.Config, b.Cluster))
+			}
+			if err != nil {
+				return temporalErr("start self-play loop", err)
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	sp, err := s.getSelfplay(ctx, b.Cluster, b.Config)
+	if err != nil {
+		return nil, err
+	}
+	return &selfplayOutput{Body: sp}, nil
 }
 
 func (s *Server) listSelfplay(ctx context.Context, limit int) ([]SelfplaySummary, error) {
@@ -311,22 +306,14 @@ func (s *Server) getSelfplay(ctx context.Context, clusterName, config string) (S
 			sp.State = final
 		}
 	}
-	for _, pa := range desc.GetPendingActivities() {
-		if pa.GetHeartbeatDetails() == nil {
-			continue
-		}
-		var p selfplay.PlayProgress
-		if err := converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &p); err == nil && p.Target > 0 {
-			sp.Live = &p
-		}
-	}
+	sp.Live = selfplay.LiveOf(desc.GetPendingActivities()).Play
 	var in selfplay.Input
 	if err := s.workflowInput(ctx, id, &in); err == nil {
 		sp.LoopID, sp.GamePlugin, sp.Settings = in.LoopID, in.GamePlugin, in.Settings.WithDefaults()
 	}
 	fillSummary(&sp.SelfplaySummary, sp.State)
 	if sp.State.Elo != nil {
-		sp.Velocity, sp.VelocityNote = velocity(sp.State.Elo, config, time.Now())
+		sp.Velocity, sp.VelocityNote = selfplay.Velocity(sp.State.Elo, config, time.Now())
 	}
 	return sp, nil
 }
@@ -352,7 +339,7 @@ func (s *Server) leaderboards(ctx context.Context, config string, history bool) 
 		b := byConfig[l.Config]
 		if b == nil {
 			b = &Leaderboard{Config: l.Config, Entries: []LeaderboardEntry{}}
-			b.Velocity, b.VelocityNote = velocity(st.Elo, l.Config, time.Now())
+			b.Velocity, b.VelocityNote = selfplay.Velocity(st.Elo, l.Config, time.Now())
 			byConfig[l.Config] = b
 			order = append(order, l.Config)
 		}
@@ -444,17 +431,16 @@ func (s *Server) startSchedule(ctx context.Context, b SelfplayScheduleStart) (st
 	if err != nil {
 		return b.Cluster, err
 	}
-	st, err := s.clusterStatus(ctx, b.Cluster)
-	if err != nil {
-		return b.Cluster, err
-	}
 	id := selfplay.SchedulerID(b.Cluster)
-	if err := s.preflight(ctx, st, id, "self-play scheduler", "body", selfplay.SelfPlayWork(id, "", set)); err != nil {
-		return b.Cluster, err
-	}
-	_, err = selfplay.StartScheduler(ctx, s.d.Temporal, selfplay.SchedulerInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Slots: b.Slots,
-		SliceGenerations: b.SliceGenerations, MaxSlices: b.MaxSlices, Options: b.Options}, ids)
-	return b.Cluster, err
+	return b.Cluster, s.submit(ctx, submission{
+		cluster: b.Cluster,
+		units:   []unit{{id: id, what: "self-play scheduler", loc: "body", work: selfplay.SelfPlayWork(id, "", set)}},
+		start: func(ctx context.Context) error {
+			_, err := selfplay.StartScheduler(ctx, s.d.Temporal, selfplay.SchedulerInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Slots: b.Slots,
+				SliceGenerations: b.SliceGenerations, MaxSlices: b.MaxSlices, Options: b.Options}, ids)
+			return err
+		},
+	})
 }
 
 func (s *Server) getSchedule(ctx context.Context, clusterName string) (SelfplaySchedule, error) {
@@ -504,11 +490,12 @@ func (s *Server) startIdle(ctx context.Context, b SelfplayIdleStart) (string, er
 	if err != nil {
 		return b.Cluster, err
 	}
-	if _, err := s.clusterStatus(ctx, b.Cluster); err != nil {
-		return b.Cluster, err
-	}
-	_, err = selfplay.StartIdle(ctx, s.d.Temporal, selfplay.IdleInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Threshold: b.Threshold, Poll: b.Poll}, ids)
-	return b.Cluster, err
+	// No unit: the daemon places nothing itself; the cluster admits its
+	// loops' work when it places it.
+	return b.Cluster, s.submit(ctx, submission{cluster: b.Cluster, start: func(ctx context.Context) error {
+		_, err := selfplay.StartIdle(ctx, s.d.Temporal, selfplay.IdleInput{Cluster: b.Cluster, Configs: cfgs, Settings: set, Threshold: b.Threshold, Poll: b.Poll}, ids)
+		return err
+	}})
 }
 
 func (s *Server) getIdle(ctx context.Context, clusterName string) (SelfplayIdle, error) {

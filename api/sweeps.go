@@ -15,6 +15,7 @@ import (
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/workspec"
+	"github.com/trainyard/trainyard/workflows/cluster"
 	"github.com/trainyard/trainyard/workflows/sweep"
 )
 
@@ -64,67 +65,7 @@ func (s *Server) registerSweeps() {
 	submit := op(http.MethodPost, "/v1/sweeps", "submit-sweep",
 		"Start a hyper-parameter sweep: a grid or a random search of training runs (child workflows), at most max_concurrent at once, weak trials stopped early by ASHA or the median rule, fractional GPUs shared", auth.Operator, "sweeps")
 	submit.DefaultStatus = http.StatusCreated
-	huma.Register(s.API, submit, func(ctx context.Context, in *submitSweepInput) (*sweepRefOutput, error) {
-		spec := in.Body
-		spec.Run = spec.Run.WithDefaults()
-		var env pluginstore.Record
-		var ids []string
-		if spec.Run.Env != "" {
-			var err error
-			if env, err = s.runPlugin(ctx, "body.run.env", spec.Run.Env, pluginhost.KindEnv); err != nil {
-				return nil, err
-			}
-			ids = append(ids, env.ID)
-		}
-		var reward string
-		if spec.Run.Reward != "" {
-			rec, err := s.runPlugin(ctx, "body.run.reward", spec.Run.Reward, pluginhost.KindReward)
-			if err != nil {
-				return nil, err
-			}
-			reward = rec.ID
-			ids = append(ids, rec.ID)
-		}
-		spec = spec.Normalized(env.Metadata.Name)
-		if spec.Search == sweep.SearchRandom && spec.SearchSeed == 0 {
-			spec.SearchSeed = rand.Uint64N(1<<53) | 1 // recorded in the spec: the workflow draws the same trials; exact in JSON numbers
-		}
-		if err := sweep.ValidateTrials(spec, env.Metadata.Name); err != nil {
-			return nil, fieldErrors("invalid sweep", err)
-		}
-		st, err := s.clusterStatus(ctx, spec.Run.Cluster)
-		if err != nil {
-			return nil, err
-		}
-		if spec.GPUsPerTrial > 0 && spec.GPUsPerTrial < 1 && st.Totals.GPUs == 0 {
-			return nil, huma.Error422UnprocessableEntity("sweep can never be placed on cluster "+spec.Run.Cluster,
-				&huma.ErrorDetail{Location: "body.gpus_per_trial", Message: "no node of the cluster has a GPU to share", Value: spec.GPUsPerTrial})
-		}
-		id := sweep.IDPrefix + uuid.NewString()
-		params := sweep.Trials(spec)
-		out := &sweepRefOutput{}
-		out.Body.ID = id
-		// Every trial is a submission: admitted, and placeable on an empty
-		// cluster, before the sweep starts (a denial names the trial).
-		for i, p := range params {
-			trialID := sweep.TrialID(id, i+1, len(params))
-			ts, err := spec.TrialSpec(p)
-			if err != nil {
-				return nil, fieldErrors("invalid sweep", err)
-			}
-			ws := ts.TrainerWork(trialID, workspec.KindSweepTrial)
-			if err := s.preflight(ctx, st, trialID, "trial "+p.String(), "body.run", ws); err != nil {
-				return nil, err
-			}
-			out.Body.Trials = append(out.Body.Trials, trialID)
-		}
-		if _, err := sweep.Start(ctx, s.d.Temporal, sweep.Input{
-			SweepID: id, Spec: spec, EnvPlugin: env.ID, RewardPlugin: reward, Plugins: ids,
-		}); err != nil {
-			return nil, temporalErr("start sweep", err)
-		}
-		return out, nil
-	})
+	huma.Register(s.API, submit, s.submitSweep)
 
 	huma.Register(s.API, op(http.MethodGet, "/v1/sweeps", "list-sweeps", "List sweeps, newest first", auth.Viewer, "sweeps"),
 		func(ctx context.Context, in *listRunsInput) (*listSweepsOutput, error) {
@@ -167,6 +108,75 @@ func (s *Server) registerSweeps() {
 		}
 		return &sweepOutput{Body: sw}, nil
 	})
+}
+
+// submitSweep validates a sweep, resolves its plugins and submits it with
+// one unit per trial.
+func (s *Server) submitSweep(ctx context.Context, in *submitSweepInput) (*sweepRefOutput, error) {
+	spec := in.Body
+	spec.Run = spec.Run.WithDefaults()
+	var env pluginstore.Record
+	var ids []string
+	if spec.Run.Env != "" {
+		var err error
+		if env, err = s.runPlugin(ctx, "body.run.env", spec.Run.Env, pluginhost.KindEnv); err != nil {
+			return nil, err
+		}
+		ids = append(ids, env.ID)
+	}
+	var reward string
+	if spec.Run.Reward != "" {
+		rec, err := s.runPlugin(ctx, "body.run.reward", spec.Run.Reward, pluginhost.KindReward)
+		if err != nil {
+			return nil, err
+		}
+		reward = rec.ID
+		ids = append(ids, rec.ID)
+	}
+	spec = spec.Normalized(env.Metadata.Name)
+	if spec.Search == sweep.SearchRandom && spec.SearchSeed == 0 {
+		spec.SearchSeed = rand.Uint64N(1<<53) | 1 // recorded in the spec: the workflow draws the same trials; exact in JSON numbers
+	}
+	if err := sweep.ValidateTrials(spec, env.Metadata.Name); err != nil {
+		return nil, fieldErrors("invalid sweep", err)
+	}
+	id := sweep.IDPrefix + uuid.NewString()
+	params := sweep.Trials(spec)
+	out := &sweepRefOutput{}
+	out.Body.ID = id
+	// Every trial is a unit: admitted, and placeable on an empty
+	// cluster, before the sweep starts (a denial names the trial).
+	sub := submission{
+		cluster: spec.Run.Cluster,
+		live: func(st cluster.Status) error {
+			if spec.GPUsPerTrial > 0 && spec.GPUsPerTrial < 1 && st.Totals.GPUs == 0 {
+				return huma.Error422UnprocessableEntity("sweep can never be placed on cluster "+spec.Run.Cluster,
+					&huma.ErrorDetail{Location: "body.gpus_per_trial", Message: "no node of the cluster has a GPU to share", Value: spec.GPUsPerTrial})
+			}
+			return nil
+		},
+		start: func(ctx context.Context) error {
+			if _, err := sweep.Start(ctx, s.d.Temporal, sweep.Input{
+				SweepID: id, Spec: spec, EnvPlugin: env.ID, RewardPlugin: reward, Plugins: ids,
+			}); err != nil {
+				return temporalErr("start sweep", err)
+			}
+			return nil
+		},
+	}
+	for i, p := range params {
+		trialID := sweep.TrialID(id, i+1, len(params))
+		ts, err := spec.TrialSpec(p)
+		if err != nil {
+			return nil, fieldErrors("invalid sweep", err)
+		}
+		sub.units = append(sub.units, unit{id: trialID, what: "trial " + p.String(), loc: "body.run", work: ts.TrainerWork(trialID, workspec.KindSweepTrial)})
+		out.Body.Trials = append(out.Body.Trials, trialID)
+	}
+	if err := s.submit(ctx, sub); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // getSweep reads the results table: live from the query while the sweep

@@ -1,7 +1,12 @@
-# Capabilities (docs/plugin-abi.md §9): a run may grant its plugins only
-# inference endpoints declared for its cluster, only those its plugins
-# declare they call, and no faster than params.capabilities.max_http_rate.
-# With GPU preservation on, the GPUs serving endpoints are reserved.
+# Capabilities (docs/plugin-abi.md §9): a run grants its plugins inference
+# endpoints no faster than params.capabilities.max_http_rate. With GPU
+# preservation on, the GPUs serving endpoints are reserved.
+#
+# That a grant names an endpoint the cluster declares, and one the plugin
+# declares it calls, is not decided here: a grant is resolved to the
+# endpoint's definition at submission (api/capabilities.go, a 422 naming
+# the field) and checked again when the agent loads the plugin, so a rule
+# here would never decide (docs/scheduling.md, "Where each rule decides").
 #
 # Input: input.work.capabilities = {"http": [names], "http_rate": n},
 # input.work.plugin_capabilities = ["http:llm", ...] (the env plugin's
@@ -9,28 +14,6 @@
 package trainyard.admission
 
 import rego.v1
-
-declared_endpoints contains ep.name if some ep in object.get(input.cluster, "endpoints", [])
-
-deny contains {
-	"rule": "capabilities",
-	"reason": sprintf("capabilities.http grants endpoint %q, which is not declared for the cluster (declared: %v)", [name, sort(declared_endpoints)]),
-} if {
-	some name in object.get(object.get(input.work, "capabilities", {}), "http", [])
-	not name in declared_endpoints
-}
-
-# Least privilege: a grant the plugin does not ask for is refused, so a
-# later plugin version cannot start using it unnoticed.
-deny contains {
-	"rule": "capabilities",
-	"reason": sprintf("capabilities.http grants endpoint %q, which the plugin does not declare (it declares %v)", [name, sort(plugin_caps)]),
-} if {
-	input.work.plugin_capabilities
-	plugin_caps := {c | some c in input.work.plugin_capabilities}
-	some name in object.get(object.get(input.work, "capabilities", {}), "http", [])
-	not concat(":", ["http", name]) in plugin_caps
-}
 
 deny contains {
 	"rule": "capabilities",

@@ -12,20 +12,6 @@ test_granting_a_declared_endpoint_allowed if {
 	admission.allow with input as {"work": llm_job({"http": ["llm"], "http_rate": 10}), "cluster": llm_cluster}
 }
 
-test_granting_an_undeclared_endpoint_denied if {
-	d := admission.deny with input as {"work": llm_job({"http": ["llm", "openai"]}), "cluster": llm_cluster}
-	rules(d) == {"capabilities"}
-	some x in d
-	contains(x.reason, "\"openai\", which is not declared for the cluster")
-}
-
-test_grant_the_plugin_does_not_ask_for_denied if {
-	cl := object.union(fleet, {"endpoints": [{"name": "llm", "nodes": [], "gpus": 0}, {"name": "judge", "nodes": [], "gpus": 0}]})
-	d := admission.deny with input as {"work": llm_job({"http": ["judge"]}), "cluster": cl}
-	some x in d
-	contains(x.reason, "which the plugin does not declare")
-}
-
 test_rate_over_the_cluster_limit_denied if {
 	d := admission.deny with input as {"work": llm_job({"http": ["llm"], "http_rate": 500}), "cluster": llm_cluster}
 		with data.trainyard.params.capabilities.max_http_rate as 100

@@ -171,11 +171,24 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 		return err
 	}
 	defer tc.Close()
+	addr := o.advertise
+	if addr == "" {
+		if addr, err = routeSource(o.temporal.Address); err != nil {
+			return fmt.Errorf("agent %s: %w (set --advertise-address)", o.node, err)
+		}
+	}
+	if _, err := netip.ParseAddr(addr); err != nil {
+		return fmt.Errorf("agent %s: --advertise-address %q: want an IP address (the cluster takes no other)", o.node, addr)
+	}
+	log.Info("advertising", "address", addr)
 	runner, closeRunner, err := newTrainingRunner(ctx, o)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", o.node, err)
 	}
 	defer closeRunner()
+	if runner != nil {
+		runner.Address = addr
+	}
 	if runner == nil {
 		log.Warn("no --s3-endpoint: this agent runs jobs but no training runs")
 	}
@@ -189,7 +202,7 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 		MaxHeartbeatThrottleInterval: heartbeatThrottle})
 	workflows.RegisterAgent(w, dir, runner, drains, jobUser)
 	if runner != nil {
-		if err := registerSelfplayAgent(ctx, w, o, dir, runner); err != nil {
+		if err := registerSelfplayAgent(ctx, w, o, dir, runner, jobUser); err != nil {
 			return fmt.Errorf("agent %s: %w", o.node, err)
 		}
 	}
@@ -210,16 +223,6 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 		})
 	}
 
-	addr := o.advertise
-	if addr == "" {
-		if addr, err = routeSource(o.temporal.Address); err != nil {
-			return fmt.Errorf("agent %s: %w (set --advertise-address)", o.node, err)
-		}
-	}
-	if _, err := netip.ParseAddr(addr); err != nil {
-		return fmt.Errorf("agent %s: --advertise-address %q: want an IP address (the cluster takes no other)", o.node, addr)
-	}
-	log.Info("advertising", "address", addr)
 	hb := cluster.Heartbeat{Node: o.node, AgentID: uuid.NewString(), Resources: res, PID: os.Getpid(), Address: addr}
 	beat := func(ctx context.Context) {
 		hb.GPUUtil, hb.Draining = gpuUtil(ctx, dopts, len(res.GPUs)), drains.Reason()

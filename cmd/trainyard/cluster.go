@@ -354,9 +354,9 @@ func humanMB(mb int64) string {
 }
 
 type queue struct {
-	Cluster string           `json:"cluster"`
-	Waiting []api.QueueEntry `json:"waiting"`
-	Running int              `json:"running"`
+	Cluster string               `json:"cluster"`
+	Waiting []cluster.QueueEntry `json:"waiting"`
+	Running int                  `json:"running"`
 }
 
 func queueTable(w *tabwriter.Writer, q queue) {

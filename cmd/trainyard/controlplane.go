@@ -77,7 +77,9 @@ func (a agentLaunch) provisioners() (provision.Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	return provision.Set{spec.KindLocal: local.New(dir), spec.KindSSH: ssh.New(), spec.KindStatic: static.New()}, nil
+	// The provisioner kinds: each package registers its spec section
+	// itself (spec.Register, from its init); here each gets its instance.
+	return provision.Set{local.Kind: local.New(dir), ssh.Kind: ssh.New(), static.Kind: static.New()}, nil
 }
 
 // launch is how node's agent is started. Its secrets (the join token, S3
@@ -88,7 +90,7 @@ func (a agentLaunch) launch(clusterName string, node spec.Node, token string, he
 	args := []string{"agent", "--cluster", clusterName, "--node", node.Name,
 		"--temporal-address", a.temporalAddr, "--temporal-namespace", a.namespace,
 		"--heartbeat-interval", heartbeat.String()}
-	if node.Provisioner.Kind == spec.KindLocal {
+	if k, _ := spec.LookupKind(node.Provisioner.Kind); k.SharesMachine {
 		// Local agents share this machine: each sees the GPUs its spec
 		// gives it (CUDA_VISIBLE_DEVICES, set by the local provisioner) and
 		// offers what nvidia-smi reports of them; the described ones only

@@ -126,16 +126,7 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 		return fmt.Errorf("--s3-endpoint %s: dev speaks plain HTTP to S3; use `trainyard server` for TLS", o.s3Endpoint)
 	}
 
-	tsrv, err := embedded.StartTemporal(embedded.TemporalOptions{
-		DatabaseFile:     filepath.Join(dir, "temporal.db"),
-		IP:               o.ip,
-		FrontendPort:     o.temporalPort,
-		Namespaces:       []string{"default"},
-		SearchAttributes: searchAttributes,
-		Logger:           log.With("component", "temporal-server"),
-		DynamicConfig:    embedded.DefaultDynamicConfig(),
-		PortsFile:        filepath.Join(dir, "temporal-ports.json"),
-	})
+	tsrv, err := startTemporal(dir, o.ip, o.temporalPort, "default", log)
 	if err != nil {
 		return err
 	}

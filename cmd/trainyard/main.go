@@ -57,7 +57,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.logLevel, "log-level", "info", "debug, info, warn or error")
 	pf.StringVar(&g.logFormat, "log-format", "text", "text or json")
 	root.AddCommand(newDevCmd(g), newServerCmd(g), newWorkerCmd(g), newOpenAPICmd(), newTokenCmd(), newPluginCmd(), newAgentCmd(g), newClusterCmd(), newJobCmd(), newPolicyCmd(), newRunCmd(), newSweepCmd())
-	root.AddCommand(newS3Cmd(g), newStatusCmd())
+	root.AddCommand(newS3Cmd(g), newTemporalCmd(g), newStatusCmd())
 	root.AddCommand(newSelfplayCmd())
 	root.AddCommand(newEndpointCmd(), newUsageCmd(), newEnvCmd(g))
 	return root

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/trainyard/trainyard/api"
+	"github.com/trainyard/trainyard/internal/agent/procenv"
 	"github.com/trainyard/trainyard/internal/apiclient"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/training"
@@ -25,12 +26,12 @@ import (
 
 // registerSelfplayAgent gives the agent's worker the self-play activities,
 // sharing the training runner's plugin runtime and plugin store.
-func registerSelfplayAgent(ctx context.Context, w worker.Registry, o *agentOptions, dir string, runner *training.Runner) error {
+func registerSelfplayAgent(ctx context.Context, w worker.Registry, o *agentOptions, dir string, runner *training.Runner, jobUser *procenv.User) error {
 	store, err := objstore.Open(ctx, o.s3)
 	if err != nil {
 		return err
 	}
-	workflows.RegisterSelfplayAgent(w, &selfplay.AgentActivities{Plugins: runner.Plugins, PluginStore: runner.Store, Store: store, Dir: dir, Node: o.node, Drain: runner.Drain})
+	workflows.RegisterSelfplayAgent(w, &selfplay.AgentActivities{Plugins: runner.Plugins, PluginStore: runner.Store, Store: store, Dir: dir, Node: o.node, Drain: runner.Drain, User: jobUser})
 	return nil
 }
 
@@ -41,12 +42,15 @@ func newSelfplayCmd() *cobra.Command {
 
 	var req api.SelfplayStart
 	var sync time.Duration
+	var evalCmd, trainCmd string
+	var maxBatch int
 	start := &cobra.Command{
 		Use:   "start --cluster NAME --config CONFIG [flags]",
 		Short: "Start a self-play loop for a game config (square8_2p, hex8_3p, ...) on a cluster",
 		Long: "start runs generations of self-play → quality gate → NPZ export → training → gauntlet → Elo update\n" +
 			"and promotion until stopped (or --generations). The game plugin defaults to kinrow-CONFIG, which must\n" +
-			"be uploaded (`trainyard plugin upload`). See docs/selfplay.md.",
+			"be uploaded (`trainyard plugin upload`). --evaluator and --trainer make the model yours (a PyTorch\n" +
+			"network, say: sdk/python/examples/kinrow_az.py). See docs/selfplay.md.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := cf.client()
@@ -54,6 +58,9 @@ func newSelfplayCmd() *cobra.Command {
 				return err
 			}
 			req.Settings.SyncInterval = sync
+			if evalCmd != "" || trainCmd != "" {
+				req.Settings.Model = &selfplay.ModelCommands{Evaluator: strings.Fields(evalCmd), Trainer: strings.Fields(trainCmd), MaxBatch: maxBatch}
+			}
 			var sp api.Selfplay
 			if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/selfplay", req, &sp); err != nil {
 				return err
@@ -85,6 +92,9 @@ func newSelfplayCmd() *cobra.Command {
 	f.IntVar(&s.Quality.MinGames, "min-games", 0, "minimum games the quality gate needs (default 1000)")
 	f.IntVar(&s.Quality.MinMoves, "min-moves", 0, "shorter games are rejected (default 1)")
 	f.Float64Var(&s.Quality.MinDecisive, "min-decisive", 0, "decisive-game ratio for the full score (default 0.3)")
+	f.StringVar(&evalCmd, "evaluator", "", "your model: the command serving a model directory to the search, split on spaces (with --trainer; docs/selfplay.md)")
+	f.StringVar(&trainCmd, "trainer", "", "your model: the command training the next candidate, split on spaces (with --evaluator)")
+	f.IntVar(&maxBatch, "max-batch", 0, "your model: most positions in one evaluator batch (default 256)")
 	_ = start.MarkFlagRequired("cluster")
 	_ = start.MarkFlagRequired("config")
 

@@ -13,6 +13,8 @@ import (
 	"github.com/trainyard/trainyard/api"
 	"github.com/trainyard/trainyard/internal/selfplay/alerts"
 	"github.com/trainyard/trainyard/internal/selfplay/populate"
+	"github.com/trainyard/trainyard/workflows/cluster"
+	"github.com/trainyard/trainyard/workflows/selfplay"
 )
 
 // newPopulateCmd: `trainyard selfplay populate start|show|stop`.
@@ -120,7 +122,7 @@ func addSelfplayOpsCmds(cmd *cobra.Command, cf *clientFlags) {
 		}
 	}
 	var configs struct {
-		Configs []api.ConfigEntry `json:"configs"`
+		Configs []selfplay.ConfigEntry `json:"configs"`
 	}
 	cfgCmd := getter("configs", "The configs catalogue: board cells, min VRAM and tier, curriculum weight, games, Elo and Elo velocity", cobra.NoArgs,
 		func([]string) string { return "/v1/selfplay/configs" }, &configs, func(w *tabwriter.Writer) {
@@ -132,7 +134,7 @@ func addSelfplayOpsCmds(cmd *cobra.Command, cf *clientFlags) {
 
 	var dsCluster, dsConfig string
 	var ds struct {
-		Loops []api.LoopData `json:"loops"`
+		Loops []selfplay.LoopData `json:"loops"`
 	}
 	dsCmd := getter("datasets", "NPZ exports and game batches in S3 per loop: counts, sizes, quality scores", cobra.NoArgs,
 		func([]string) string {
@@ -156,7 +158,7 @@ func addSelfplayOpsCmds(cmd *cobra.Command, cf *clientFlags) {
 	dsCmd.Flags().StringVar(&dsCluster, "cluster", "", "only this cluster")
 	dsCmd.Flags().StringVar(&dsConfig, "config", "", "only this config")
 
-	var q api.QueueStatus
+	var q selfplay.QueueStatus
 	queueCmd := getter("queue", "Work queued and running by kind and config across clusters, actual vs target mix", cobra.NoArgs,
 		func([]string) string { return "/v1/queue/status" }, &q, func(w *tabwriter.Writer) {
 			fmt.Fprintln(w, "CLUSTER\tCONFIG\tPOPULATED\tRUNNING\tQUEUED S/T/G\tDONE S/T/G\tACTUAL\tTARGET")
@@ -183,7 +185,7 @@ func addSelfplayOpsCmds(cmd *cobra.Command, cf *clientFlags) {
 			}
 		})
 
-	var u api.Utilization
+	var u cluster.Utilization
 	utilCmd := getter("utilization CLUSTER", "Per node CPU/GPU allocation and reported GPU utilisation", cobra.ExactArgs(1),
 		func(a []string) string { return "/v1/clusters/" + url.PathEscape(a[0]) + "/utilization" }, &u, func(w *tabwriter.Writer) {
 			fmt.Fprintln(w, "NODE\tHEALTH\tCPU\tCPU %\tGPUS ALLOCATED\tGPU %\tGPU UTIL\tJOBS")

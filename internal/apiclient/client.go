@@ -7,10 +7,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -36,6 +38,7 @@ type Problem struct {
 		Location string `json:"location"`
 		Message  string `json:"message"`
 	} `json:"errors"`
+	retryAfter time.Duration // a 429's Retry-After
 }
 
 // policyDenial: an admission policy refused the work (its rules are the
@@ -134,9 +137,30 @@ func (p *progressReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// busyRetries is how often a GET answered 429 ("the control plane is busy,
+// retry after N s") is retried after the time it names, as kubectl does.
+const busyRetries = 3
+
 // Do performs a request; out may be nil, a *[]byte for raw bytes, or a
-// pointer to decode JSON into.
+// pointer to decode JSON into. A GET answered 429 is retried after its
+// Retry-After (at most 30 s), busyRetries times; other methods are not
+// (a submission may have been taken).
 func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, contentType string, out any) error {
+	for attempt := 1; ; attempt++ {
+		err := c.do(ctx, method, path, body, contentType, out)
+		var p *Problem
+		if method != http.MethodGet || attempt > busyRetries || !errors.As(err, &p) || p.Status != http.StatusTooManyRequests {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(min(p.retryAfter, 30*time.Second)):
+		}
+	}
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body io.Reader, contentType string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, body)
 	if err != nil {
 		return err
@@ -160,7 +184,13 @@ func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, co
 		return fmt.Errorf("%s %s: read response: %w", method, path, err)
 	}
 	if resp.StatusCode >= 400 {
-		return problem(resp.StatusCode, raw)
+		p := problem(resp.StatusCode, raw)
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+			p.retryAfter = time.Duration(secs) * time.Second
+		} else {
+			p.retryAfter = time.Second
+		}
+		return p
 	}
 	switch o := out.(type) {
 	case nil:

@@ -57,26 +57,48 @@ type Token struct {
 var ErrUnknownToken = errors.New("unknown or revoked token")
 
 // Store keeps tokens in a JSON file, rewritten atomically on change.
+// Several `server` replicas may share the file: each one reads it again
+// when another replaced it, so a token created or revoked through one
+// replica holds at every replica from its next request.
 type Store struct {
-	mu     sync.RWMutex
+	mu     sync.Mutex
 	file   string
 	tokens []Token
+	info   os.FileInfo // of the file as last read or written; nil: none
 }
 
 // Open loads the store at file; a missing file is an empty store.
 func Open(file string) (*Store, error) {
 	s := &Store{file: file}
-	b, err := os.ReadFile(file)
-	if errors.Is(err, os.ErrNotExist) {
-		return s, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open token store: %w", err)
-	}
-	if err := json.Unmarshal(b, &s.tokens); err != nil {
-		return nil, fmt.Errorf("open token store %s: %w", file, err)
+	if err := s.load(); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// load reads the file again when it is not the one last read or written
+// (another process renamed a new one into place). The caller holds s.mu.
+func (s *Store) load() error {
+	info, err := os.Stat(s.file)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		s.tokens, s.info = nil, nil
+		return nil
+	case err != nil:
+		return fmt.Errorf("open token store: %w", err)
+	case s.info != nil && os.SameFile(s.info, info) && s.info.ModTime().Equal(info.ModTime()) && s.info.Size() == info.Size():
+		return nil
+	}
+	b, err := os.ReadFile(s.file)
+	if err != nil {
+		return fmt.Errorf("open token store: %w", err)
+	}
+	var tokens []Token
+	if err := json.Unmarshal(b, &tokens); err != nil {
+		return fmt.Errorf("open token store %s: %w", s.file, err)
+	}
+	s.tokens, s.info = tokens, info
+	return nil
 }
 
 // Create makes a new token and returns its secret, which is not kept.
@@ -94,6 +116,9 @@ func (s *Store) Create(name string, role Role) (secret string, tok Token, err er
 	tok = Token{ID: hex.EncodeToString(idRaw), Name: name, Role: role, Hash: hash(secret), CreatedAt: time.Now().UTC()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.load(); err != nil {
+		return "", Token{}, err
+	}
 	next := append(slices.Clone(s.tokens), tok)
 	if err := s.save(next); err != nil {
 		return "", Token{}, err
@@ -105,8 +130,11 @@ func (s *Store) Create(name string, role Role) (secret string, tok Token, err er
 // Authenticate finds the token whose hash matches secret.
 func (s *Store) Authenticate(secret string) (Token, error) {
 	h := hash(secret)
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.load(); err != nil {
+		return Token{}, err
+	}
 	for _, t := range s.tokens {
 		if subtle.ConstantTimeCompare([]byte(t.Hash), []byte(h)) == 1 {
 			return t, nil
@@ -117,8 +145,9 @@ func (s *Store) Authenticate(secret string) (Token, error) {
 
 // List returns all tokens (hashes included; callers strip them for display).
 func (s *Store) List() []Token {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = s.load() // on error: the tokens as last read
 	return slices.Clone(s.tokens)
 }
 
@@ -126,6 +155,9 @@ func (s *Store) List() []Token {
 func (s *Store) Revoke(id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.load(); err != nil {
+		return err
+	}
 	i := slices.IndexFunc(s.tokens, func(t Token) bool { return t.ID == id })
 	if i < 0 {
 		return fmt.Errorf("revoke token %s: %w", id, ErrUnknownToken)
@@ -140,8 +172,9 @@ func (s *Store) Revoke(id string) error {
 
 // Len is the number of tokens.
 func (s *Store) Len() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = s.load()
 	return len(s.tokens)
 }
 
@@ -152,6 +185,10 @@ func (s *Store) save(tokens []Token) error {
 	}
 	if err := atomicfile.Write(s.file, b, 0o600); err != nil {
 		return fmt.Errorf("save token store: %w", err)
+	}
+	// What this process wrote needs no reading back.
+	if info, err := os.Stat(s.file); err == nil {
+		s.info = info
 	}
 	return nil
 }

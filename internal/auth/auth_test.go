@@ -69,3 +69,43 @@ func TestStoreRoundTripHashedAndPersisted(t *testing.T) {
 		t.Fatal("unknown role accepted")
 	}
 }
+
+// TestReplicasShareTheStore: two `server` replicas on one token file. A
+// token created through one works at the other at once, and a token
+// revoked through either is refused by both.
+func TestReplicasShareTheStore(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens.json")
+	a, err := Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, tok, err := a.Create("ci", Operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Authenticate(secret); err != nil || got.ID != tok.ID {
+		t.Fatalf("replica b: %+v, %v; want the token created through a", got, err)
+	}
+	other, _, err := b.Create("dashboard", Viewer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Revoke(tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]*Store{"a": a, "b": b} {
+		if _, err := s.Authenticate(secret); !errors.Is(err, ErrUnknownToken) {
+			t.Errorf("replica %s: revoked token: %v, want refused", name, err)
+		}
+		if _, err := s.Authenticate(other); err != nil {
+			t.Errorf("replica %s: the other replica's token: %v", name, err)
+		}
+		if s.Len() != 1 {
+			t.Errorf("replica %s: %d tokens, want 1", name, s.Len())
+		}
+	}
+}

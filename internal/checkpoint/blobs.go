@@ -3,14 +3,18 @@ package checkpoint
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"iter"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -24,6 +28,12 @@ type blobs interface {
 	// get returns an object's bytes; errNoSuchKey when there is none.
 	get(ctx context.Context, key string) ([]byte, error)
 	put(ctx context.Context, key string, b []byte, contentType string) error
+	// getTagged is get plus the object's entity tag, for putIf.
+	getTagged(ctx context.Context, key string) ([]byte, string, error)
+	// putIf writes only if the object is unchanged: match is the entity
+	// tag getTagged returned, or "" for "only if there is none". Another
+	// writer's change is errPrecondition.
+	putIf(ctx context.Context, key string, b []byte, contentType, match string) error
 	// size is an object's size; errNoSuchKey when there is none.
 	size(ctx context.Context, key string) (int64, error)
 	remove(ctx context.Context, key string) error
@@ -37,7 +47,10 @@ type object struct {
 	LastModified time.Time
 }
 
-var errNoSuchKey = errors.New("no such key")
+var (
+	errNoSuchKey    = errors.New("no such key")
+	errPrecondition = errors.New("object changed by another writer")
+)
 
 // s3Bucket is a bucket on an S3 endpoint.
 type s3Bucket struct{ s *objstore.Store }
@@ -57,6 +70,46 @@ func (b s3Bucket) get(ctx context.Context, key string) ([]byte, error) {
 
 func (b s3Bucket) put(ctx context.Context, key string, data []byte, contentType string) error {
 	_, err := b.s.Client.PutObject(ctx, b.s.Bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{ContentType: contentType})
+	return err
+}
+
+func (b s3Bucket) getTagged(ctx context.Context, key string) ([]byte, string, error) {
+	obj, err := b.s.Client.GetObject(ctx, b.s.Bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, "", err
+	}
+	defer obj.Close()
+	// Read first: the one GET then gives both the bytes and their tag.
+	// Stat first would HEAD, then GET with If-Match, which fails when
+	// another writer replaced the object in between.
+	data, err := io.ReadAll(obj)
+	if isNoSuchKey(err) {
+		return nil, "", errNoSuchKey
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	info, err := obj.Stat()
+	return data, info.ETag, err
+}
+
+// putIf uses S3's conditional writes (If-Match, If-None-Match: *), which
+// AWS, MinIO, R2 and the embedded gateway (versitygw) all honour.
+func (b s3Bucket) putIf(ctx context.Context, key string, data []byte, contentType, match string) error {
+	opts := minio.PutObjectOptions{ContentType: contentType}
+	if match == "" {
+		opts.SetMatchETagExcept("*")
+	} else {
+		opts.SetMatchETag(match)
+	}
+	_, err := b.s.Client.PutObject(ctx, b.s.Bucket, key, bytes.NewReader(data), int64(len(data)), opts)
+	switch r := minio.ToErrorResponse(err); {
+	case err == nil:
+		return nil
+	case r.StatusCode == http.StatusPreconditionFailed, r.StatusCode == http.StatusConflict,
+		r.Code == "PreconditionFailed", r.Code == "ConditionalRequestConflict":
+		return fmt.Errorf("put %s: %w", key, errPrecondition)
+	}
 	return err
 }
 
@@ -127,6 +180,36 @@ func (d dirBucket) put(_ context.Context, key string, b []byte, _ string) error 
 		os.Remove(f.Name())
 	}
 	return err
+}
+
+func (d dirBucket) getTagged(ctx context.Context, key string) ([]byte, string, error) {
+	b, err := d.get(ctx, key)
+	if err != nil {
+		return nil, "", err
+	}
+	sum := sha256.Sum256(b)
+	return b, hex.EncodeToString(sum[:]), nil
+}
+
+// dirPutIf serialises a directory's conditional writes: a directory store
+// has one process writing it (a local run), so a lock in that process is
+// enough to make check-and-write one step.
+var dirPutIf sync.Mutex
+
+func (d dirBucket) putIf(ctx context.Context, key string, b []byte, contentType, match string) error {
+	dirPutIf.Lock()
+	defer dirPutIf.Unlock()
+	_, tag, err := d.getTagged(ctx, key)
+	switch {
+	case errors.Is(err, errNoSuchKey):
+		tag = ""
+	case err != nil:
+		return err
+	}
+	if tag != match {
+		return fmt.Errorf("put %s: %w", key, errPrecondition)
+	}
+	return d.put(ctx, key, b, contentType)
 }
 
 func (d dirBucket) size(_ context.Context, key string) (int64, error) {

@@ -7,6 +7,7 @@
 //
 //	checkpoints/chunks/<sha256 hex>                 one chunk: raw bytes of a file slice
 //	checkpoints/runs/<run>/<seq>/manifest.json      one checkpoint: JSON Manifest
+//	checkpoints/runs/<run>/fence.json               the placement that may write the run (fence.go)
 //
 // <seq> is a zero-padded decimal (0000000001, 0000000002, ...) so a plain
 // lexical listing is chronological. A plain S3 client restores a checkpoint
@@ -64,8 +65,9 @@
 // references and that are older than a grace period, and must not run
 // concurrently with a Save (a Save may skip an old chunk it found present).
 //
-// One writer per run is assumed: two concurrent Saves of the same run may
-// pick the same sequence number and the later manifest wins.
+// Two writers of one run never share a sequence number (manifests are
+// written with If-None-Match); which of them is the run's is the fence's
+// decision (fence.go).
 package checkpoint
 
 import (
@@ -92,6 +94,8 @@ type Meta struct {
 	Iteration int64              `json:"iteration,omitempty"`
 	Metrics   map[string]float64 `json:"metrics,omitempty"` // e.g. "mean_return": 480.2
 	Labels    map[string]string  `json:"labels,omitempty"`
+	// Epoch is the placement that wrote it (fence.go); 0: unfenced.
+	Epoch int64 `json:"epoch,omitempty"`
 }
 
 // Manifest is the JSON document stored at runs/<run>/<seq>/manifest.json.

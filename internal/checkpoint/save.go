@@ -87,10 +87,16 @@ func (s *Store) save(ctx context.Context, run string, srcs []source, meta Meta) 
 			return Manifest{}, st, fmt.Errorf("checkpoint run %s: file %s given twice", run, srcs[i].path)
 		}
 	}
+	// Refused before any upload; commit checks again at the end.
+	if err := s.checkHolder(ctx, run, meta.Epoch); err != nil {
+		return Manifest{}, st, err
+	}
 	seqs, err := s.seqs(ctx, run)
 	if err != nil {
 		return Manifest{}, st, err
 	}
+	// The number the chunks are logged under; commit takes the next free
+	// one when the manifest is written.
 	seq := int64(1)
 	if len(seqs) > 0 {
 		seq = seqs[len(seqs)-1] + 1
@@ -157,7 +163,7 @@ func (s *Store) save(ctx context.Context, run string, srcs []source, meta Meta) 
 	}
 	st.BytesUploaded, st.ChunksUploaded = bytesUp.Load(), int(chunksUp.Load())
 	// Last: only now does the checkpoint become visible.
-	if err := s.putManifest(ctx, m); err != nil {
+	if err := s.commit(ctx, &m); err != nil {
 		return Manifest{}, st, err
 	}
 	return m, st, nil

@@ -61,28 +61,32 @@ func (s *Store) ManifestKey(run string, seq int64) string {
 func (s *Store) runPrefix(run string) string { return s.opts.Prefix + "/runs/" + run + "/" }
 
 // List returns a run's complete checkpoints, oldest first. Only manifests
-// are listed, so a checkpoint still being written does not show.
+// are listed, so a checkpoint still being written does not show, and only
+// visible ones (fence.go): a superseded placement's late write does not.
 func (s *Store) List(ctx context.Context, run string) ([]Manifest, error) {
-	seqs, err := s.seqs(ctx, run)
+	f, _, err := s.readFence(ctx, run)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Manifest, 0, len(seqs))
-	for _, seq := range seqs {
-		m, err := s.Get(ctx, run, seq)
-		if errors.Is(err, ErrNotFound) {
-			continue // pruned between listing and reading
+	all, err := s.manifests(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, m := range all {
+		if f.visible(m) {
+			out = append(out, m)
 		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
 	}
 	return out, nil
 }
 
-// Latest returns the newest checkpoint of a run, or ErrNotFound.
+// Latest returns the newest visible checkpoint of a run, or ErrNotFound.
 func (s *Store) Latest(ctx context.Context, run string) (Manifest, error) {
+	f, _, err := s.readFence(ctx, run)
+	if err != nil {
+		return Manifest{}, err
+	}
 	seqs, err := s.seqs(ctx, run)
 	if err != nil {
 		return Manifest{}, err
@@ -92,7 +96,12 @@ func (s *Store) Latest(ctx context.Context, run string) (Manifest, error) {
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}
-		return m, err
+		if err != nil {
+			return m, err
+		}
+		if f.visible(m) {
+			return m, nil
+		}
 	}
 	return Manifest{}, fmt.Errorf("latest checkpoint of run %s: %w", run, ErrNotFound)
 }
@@ -149,15 +158,45 @@ func (s *Store) seqs(ctx context.Context, run string) ([]int64, error) {
 	return seqs, nil
 }
 
-func (s *Store) putManifest(ctx context.Context, m Manifest) error {
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return err
+// commit writes m's manifest, the step that makes a checkpoint visible,
+// under the next free sequence number: If-None-Match means a number taken
+// meanwhile (by a late writer of an older placement) is never overwritten.
+// A fenced writer (Meta.Epoch > 0) must hold the run before and after.
+func (s *Store) commit(ctx context.Context, m *Manifest) error {
+	for range 16 {
+		if err := s.checkHolder(ctx, m.Run, m.Meta.Epoch); err != nil {
+			return err
+		}
+		seqs, err := s.seqs(ctx, m.Run)
+		if err != nil {
+			return err
+		}
+		m.Seq = 1
+		if len(seqs) > 0 {
+			m.Seq = seqs[len(seqs)-1] + 1
+		}
+		b, err := json.MarshalIndent(m, "", "  ")
+		if err != nil {
+			return err
+		}
+		err = s.b.putIf(ctx, s.ManifestKey(m.Run, m.Seq), b, "application/json", "")
+		if errors.Is(err, errPrecondition) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("write checkpoint %s/%d manifest: %w", m.Run, m.Seq, err)
+		}
+		// A claim between the check and the write: the fence already hides
+		// this manifest; remove it so no later base can show it.
+		if err := s.checkHolder(ctx, m.Run, m.Meta.Epoch); err != nil {
+			if rerr := s.b.remove(ctx, s.ManifestKey(m.Run, m.Seq)); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+			return err
+		}
+		return nil
 	}
-	if err := s.b.put(ctx, s.ManifestKey(m.Run, m.Seq), b, "application/json"); err != nil {
-		return fmt.Errorf("write checkpoint %s/%d manifest: %w", m.Run, m.Seq, err)
-	}
-	return nil
+	return fmt.Errorf("write checkpoint of run %s: its sequence numbers kept being taken", m.Run)
 }
 
 func isNoSuchKey(err error) bool {

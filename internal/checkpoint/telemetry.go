@@ -42,6 +42,7 @@ type instruments struct {
 	saveBytes, uploadedBytes      metric.Int64Counter
 	restoredBytes                 metric.Int64Counter
 	chunks                        metric.Int64Counter
+	staleRefused                  metric.Int64Counter
 }
 
 // meter is built on first use, after the process installed its provider
@@ -64,6 +65,8 @@ func newInstruments(m metric.Meter) *instruments {
 		metric.WithDescription("Bytes restored from checkpoints."))
 	in.chunks, _ = m.Int64Counter("trainyard.checkpoint.chunks",
 		metric.WithDescription("Chunks of saved checkpoints, by whether they were uploaded or already stored (uploaded=false)."))
+	in.staleRefused, _ = m.Int64Counter("trainyard.checkpoint.stale_refused",
+		metric.WithDescription("Writes and claims refused because a newer placement holds the run (a late writer: partitioned, or declared lost)."))
 	return in
 }
 

@@ -42,14 +42,17 @@ func DumpDOM(t testing.TB, bin, url string) (dom, stderr string) {
 	return run(t, bin, "--dump-dom", url)
 }
 
-// Screenshot loads url in a window of width×height CSS pixels and saves
-// what it shows, once scripts ran, as a PNG at file.
-func Screenshot(t testing.TB, bin, url, file string, width, height int) {
+// Screenshot loads url in a window of width×height CSS pixels, saves what
+// it shows, once scripts ran, as a PNG at file, and returns the DOM as
+// DumpDOM does: one browser start for both (each start costs seconds on a
+// busy machine).
+func Screenshot(t testing.TB, bin, url, file string, width, height int) (dom, stderr string) {
 	t.Helper()
-	_, stderr := run(t, bin, "--screenshot="+file, "--window-size="+strconv.Itoa(width)+","+strconv.Itoa(height), "--hide-scrollbars", url)
+	dom, stderr = run(t, bin, "--dump-dom", "--screenshot="+file, "--window-size="+strconv.Itoa(width)+","+strconv.Itoa(height), "--hide-scrollbars", url)
 	if fi, err := os.Stat(file); err != nil || fi.Size() == 0 {
 		t.Fatalf("chromium wrote no screenshot %s (%v)\n%s", file, err, Tail(stderr, 2000))
 	}
+	return dom, stderr
 }
 
 // run starts Chromium headless, offline, in a fresh profile, with args.

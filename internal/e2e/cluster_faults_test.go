@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/trainyard/trainyard/internal/cluster/spec"
 	"github.com/trainyard/trainyard/internal/provision/provisiontest"
 	sshprov "github.com/trainyard/trainyard/internal/provision/ssh"
 	"github.com/trainyard/trainyard/internal/provision/sshtest"
@@ -25,7 +26,7 @@ func TestClusterOverSSH(t *testing.T) {
 	var nodes []string
 	for _, name := range []string{"ssh-a", "ssh-b"} {
 		n := srv.Node(t, name)
-		s := n.Provisioner.SSH
+		s := sshSettings(t, n)
 		nodes = append(nodes, "  - name: "+name+"\n    address: 127.0.0.1\n    provider: lab\n    provisioner:\n      kind: ssh\n      ssh: {user: "+s.User+", port: "+strconv.Itoa(s.Port)+
 			", key: "+s.KeyPath+", known_hosts: "+s.KnownHostsPath+", remote_dir: "+s.RemoteDir+"}\n")
 	}
@@ -48,13 +49,13 @@ func TestClusterOverSSH(t *testing.T) {
 	}
 	// Nodes that cannot be reached are refused with the node and the cause,
 	// and leave nothing running; the healthy nodes stay up.
-	bad := srv.Node(t, "ssh-badkey")
+	bad := sshSettings(t, srv.Node(t, "ssh-badkey"))
 	otherKey := filepath.Join(t.TempDir(), "not-authorized")
 	sshtest.WriteKey(t, otherKey)
 	badFile := writeFile(t, "bad.yaml", "name: lab\nnodes:\n"+strings.Join(nodes, "")+
-		"  - name: ssh-badkey\n    address: 127.0.0.1\n    provisioner:\n      kind: ssh\n      ssh: {user: "+bad.Provisioner.SSH.User+", port: "+strconv.Itoa(srv.Port)+
-		", key: "+otherKey+", known_hosts: "+srv.KnownHosts+", remote_dir: "+bad.Provisioner.SSH.RemoteDir+"}\n"+
-		"  - name: ssh-unreachable\n    address: 127.0.0.1\n    provisioner:\n      kind: ssh\n      ssh: {user: "+bad.Provisioner.SSH.User+", port: "+freePortStr(t)+
+		"  - name: ssh-badkey\n    address: 127.0.0.1\n    provisioner:\n      kind: ssh\n      ssh: {user: "+bad.User+", port: "+strconv.Itoa(srv.Port)+
+		", key: "+otherKey+", known_hosts: "+srv.KnownHosts+", remote_dir: "+bad.RemoteDir+"}\n"+
+		"  - name: ssh-unreachable\n    address: 127.0.0.1\n    provisioner:\n      kind: ssh\n      ssh: {user: "+bad.User+", port: "+freePortStr(t)+
 		", key: "+srv.UserKey+", known_hosts: "+srv.KnownHosts+"}\n")
 	cmd := exec.Command(binary, "cluster", "up", "-f", badFile, "--data-dir", dev.dir)
 	msg, err := cmd.CombinedOutput()
@@ -74,8 +75,8 @@ func TestClusterOverSSH(t *testing.T) {
 			}
 		}
 	}
-	if _, err := os.Stat(bad.Provisioner.SSH.RemoteDir); err == nil {
-		t.Errorf("ssh-badkey: remote dir %s exists though login failed", bad.Provisioner.SSH.RemoteDir)
+	if _, err := os.Stat(bad.RemoteDir); err == nil {
+		t.Errorf("ssh-badkey: remote dir %s exists though login failed", bad.RemoteDir)
 	}
 	t.Logf("bad nodes: %s", msg)
 
@@ -175,4 +176,14 @@ func freePortStr(t *testing.T) string {
 	}
 	t.Fatal("no free port below 32000")
 	return ""
+}
+
+// sshSettings are an sshtest node's settings, to write into a spec file.
+func sshSettings(t *testing.T, n spec.Node) sshprov.Settings {
+	t.Helper()
+	s, err := sshprov.SettingsOf(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/trainyard/trainyard/api"
 	"github.com/trainyard/trainyard/internal/chromiumtest"
+	"github.com/trainyard/trainyard/workflows/cluster"
 )
 
 // TestDashboard is the dashboard's must-show on the real binary: with a
@@ -80,14 +81,13 @@ func TestDashboard(t *testing.T) {
 	page := func(path, shot string) string {
 		t.Helper()
 		url := dev.ep.API + path + "#token=" + dev.admin
-		dom, stderr := chromiumtest.DumpDOM(t, chromium, url)
+		dom, stderr := chromiumtest.Screenshot(t, chromium, url, filepath.Join(shots, shot+".png"), 1280, 900)
 		if !strings.Contains(dom, `<body data-state="ready">`) {
 			t.Fatalf("%s did not render: %s\nchromium: %s", path, chromiumtest.Tail(dom, 3000), chromiumtest.Tail(stderr, 1500))
 		}
 		if strings.Contains(dom, dev.admin) {
 			t.Errorf("%s: the token is in the DOM", path)
 		}
-		chromiumtest.Screenshot(t, chromium, url, filepath.Join(shots, shot+".png"), 1280, 900)
 		return dom
 	}
 	must := func(path, dom string, want ...string) {
@@ -119,7 +119,7 @@ func TestDashboard(t *testing.T) {
 
 	// The queue: the waiting job, why, and what it waits behind.
 	var q struct {
-		Waiting []api.QueueEntry `json:"waiting"`
+		Waiting []cluster.QueueEntry `json:"waiting"`
 	}
 	if code, _, raw := dev.call("GET", "/v1/clusters/lab/queue", dev.admin, nil, &q); code != http.StatusOK || len(q.Waiting) != 1 || q.Waiting[0].ID != waiting {
 		t.Fatalf("queue: %d %s", code, raw)

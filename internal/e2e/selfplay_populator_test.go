@@ -8,6 +8,8 @@ import (
 	"github.com/trainyard/trainyard/api"
 	"github.com/trainyard/trainyard/internal/selfplay/alerts"
 	"github.com/trainyard/trainyard/internal/selfplay/populate"
+	"github.com/trainyard/trainyard/workflows/cluster"
+	"github.com/trainyard/trainyard/workflows/selfplay"
 )
 
 // TestSelfplayPopulator: the queue populator on the real binary starts a
@@ -68,7 +70,7 @@ func TestSelfplayPopulator(t *testing.T) {
 		t.Fatalf("populator: %s %+v", pop.Status, pop.State.Plans)
 	}
 
-	var q api.QueueStatus
+	var q selfplay.QueueStatus
 	if code, _, raw := dev.call("GET", "/v1/queue/status", dev.admin, nil, &q); code != 200 {
 		t.Fatalf("queue status: %d %s", code, raw)
 	}
@@ -105,7 +107,7 @@ func TestSelfplayPopulator(t *testing.T) {
 		t.Fatalf("alerts: %+v", al.Alerts)
 	}
 
-	var cfgs struct{ Configs []api.ConfigEntry }
+	var cfgs struct{ Configs []selfplay.ConfigEntry }
 	if code, _, raw := dev.call("GET", "/v1/selfplay/configs", dev.admin, nil, &cfgs); code != 200 || len(cfgs.Configs) != 12 {
 		t.Fatalf("configs: %d %s", code, raw)
 	}
@@ -117,14 +119,14 @@ func TestSelfplayPopulator(t *testing.T) {
 			t.Fatalf("hexagonal_4p in the catalogue: %+v", c)
 		}
 	}
-	var ds struct{ Loops []api.LoopData }
+	var ds struct{ Loops []selfplay.LoopData }
 	if code, _, raw := dev.call("GET", "/v1/selfplay/datasets?config=square8_2p", dev.admin, nil, &ds); code != 200 || len(ds.Loops) != 1 {
 		t.Fatalf("datasets: %d %s", code, raw)
 	}
 	if l := ds.Loops[0]; l.Datasets < 1 || l.DataBytes <= 0 || l.Batches < 1 || l.Games < 24 || l.Generations[0].Quality <= 0 || l.Generations[0].Positions <= 0 {
 		t.Fatalf("datasets of square8_2p: %+v", l)
 	}
-	var u api.Utilization
+	var u cluster.Utilization
 	if code, _, raw := dev.call("GET", "/v1/clusters/lab/utilization", dev.admin, nil, &u); code != 200 || len(u.Nodes) != 2 || u.Nodes[0].CPUs <= 0 {
 		t.Fatalf("utilization: %d %s", code, raw)
 	}

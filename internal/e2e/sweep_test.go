@@ -81,17 +81,24 @@ nodes:
 	return dev
 }
 
+// cartPoleLab is sweepLab with the CartPole plugin uploaded.
+func cartPoleLab(t *testing.T) *devProc {
+	t.Helper()
+	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
+	dev := sweepLab(t)
+	if code, raw := upload(t, dev, dev.admin, wasm, nil); code != http.StatusCreated {
+		t.Fatalf("upload: %d %s", code, raw)
+	}
+	return dev
+}
+
 // TestSweepGrid is seed 001's tune.grid_search on Trainyard: a grid of
 // CartPole PPO trials runs as child runs, at most max_concurrent at once,
 // with a results table naming the best. Bad sweeps are refused with the
 // field that is wrong.
 func TestSweepGrid(t *testing.T) {
 	t.Parallel()
-	wasm := plugintest.BuildGo(t, "./plugins/cartpole")
-	dev := sweepLab(t)
-	if code, raw := upload(t, dev, dev.admin, wasm, nil); code != http.StatusCreated {
-		t.Fatalf("upload: %d %s", code, raw)
-	}
+	dev := cartPoleLab(t)
 
 	for _, bad := range []struct{ body, loc string }{
 		{`{"run":{"cluster":"lab","env":"CartPole-v1"},"grid":{}}`, "body.grid"},

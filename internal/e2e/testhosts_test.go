@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -94,8 +95,11 @@ func readEnvFile(t *testing.T, path string, set map[string]string) []string {
 // link. They join with the token `cluster join-token` printed, run jobs
 // inside their host, and a host partitioned from the control plane for
 // longer than the heartbeat timeout goes Dead and, healed, comes back
-// without a restart. deploy/compose's agent-1, with the environment
-// `docker compose` gives it, joins cluster compose from a third host.
+// without a restart, while a training run on it moves to the other host
+// and loses nothing. deploy/compose's agent-1, with the environment
+// `docker compose` gives it, joins cluster compose from a third host, and
+// deploy/k8s's DaemonSet agent, with its pod's environment, cluster k8s
+// from a fourth.
 func TestSystemdAgentsOnTestHosts(t *testing.T) {
 	t.Parallel()
 	n := testhosts.New(t)
@@ -118,19 +122,10 @@ nodes: [{name: nickel}, {name: zinc}]
 	if b, err := os.ReadFile(dev.ep.S3Credentials); err != nil || json.Unmarshal(b, &keys) != nil {
 		t.Fatalf("dev's S3 credentials: %v", err)
 	}
-	unit := readUnit(t, "../../deploy/systemd/trainyard-agent.service")
-	if unit.exec[0] != "/usr/local/bin/trainyard" {
-		t.Fatalf("the unit runs %s, not the installed binary", unit.exec[0])
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for name, h := range hosts {
-		state := t.TempDir() // StateDirectory= and WorkingDirectory=
-		env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + state}
-		for _, kv := range unit.env {
-			env = append(env, strings.ReplaceAll(kv, "/var/lib/trainyard-agent", state))
-		}
-		env = append(env, readEnvFile(t, "../../deploy/systemd/trainyard-agent.env", map[string]string{
+		startSystemdAgent(ctx, t, h, map[string]string{
 			"TRAINYARD_CLUSTER":            "lab",
 			"TRAINYARD_NODE":               name,
 			"TRAINYARD_TEMPORAL_ADDRESS":   dev.ep.Temporal,
@@ -141,8 +136,7 @@ nodes: [{name: nickel}, {name: zinc}]
 			"TRAINYARD_S3_BUCKET":          dev.ep.Bucket,
 			"AWS_ACCESS_KEY_ID":            keys.ID,
 			"AWS_SECRET_ACCESS_KEY":        keys.Secret,
-		})...)
-		startAgentOn(ctx, t, h, "systemd "+name, env, state, unit.exec[1:]...)
+		})
 	}
 	status := func() clusterStatus {
 		var st clusterStatus
@@ -181,20 +175,29 @@ nodes: [{name: nickel}, {name: zinc}]
 	})
 	startAgentOn(ctx, t, composeHost, "compose agent-1", append(composeEnv, "PATH=/usr/bin:/bin"), t.TempDir(), composeCmd...)
 
-	waitHealth("both agents joined", 2*time.Minute, func(h map[string]string) bool { return h["nickel"] == "Idle" && h["zinc"] == "Idle" })
-	waitFor(t, func() bool {
-		var st clusterStatus
-		dev.call("GET", "/v1/clusters/compose", dev.admin, nil, &st)
-		for _, nd := range st.Nodes {
-			if nd.Name == "agent-1" {
-				if nd.Health == "Idle" && nd.Address != composeHost.Addr.String() {
-					t.Errorf("compose agent-1 advertises %q, want %s", nd.Address, composeHost.Addr)
-				}
-				return nd.Health == "Idle"
-			}
-		}
-		return false
+	// deploy/k8s's DaemonSet, its pod's environment as Kubernetes builds it
+	// from the base's ConfigMaps and Secrets (the overlay's values for this
+	// control plane), on a fourth host, in cluster k8s (agent.env's).
+	podHost := n.Host("gpu-node-1")
+	cli(t, dev, "cluster", "up", "-f", writeFile(t, "k8s.yaml", "name: k8s\ndefaults: {provisioner: {kind: static}}\nnodes: [{name: gpu-node-1}]\n"), "--wait=false")
+	podWork := t.TempDir()
+	podEnv, podArgs := daemonSetEnv(t, "../../deploy/k8s/base", "agent.yaml", map[string]string{
+		"TRAINYARD_TEMPORAL_ADDRESS":   dev.ep.Temporal,
+		"TRAINYARD_TEMPORAL_NAMESPACE": "default",
+		"TRAINYARD_S3_ENDPOINT":        dev.ep.S3,
+		"TRAINYARD_S3_BUCKET":          dev.ep.Bucket,
+		"TRAINYARD_WORK_DIR":           podWork, // the work volume's mount
+	}, map[string]string{
+		"trainyard-s3/AWS_ACCESS_KEY_ID":     keys.ID,
+		"trainyard-s3/AWS_SECRET_ACCESS_KEY": keys.Secret,
+		"trainyard-join/join-secret":         strings.TrimSpace(cli(t, dev, "cluster", "join-token", "k8s")),
+		"fieldRef/spec.nodeName":             "gpu-node-1",
 	})
+	startAgentOn(ctx, t, podHost, "DaemonSet pod", append(podEnv, "PATH=/usr/bin:/bin", "HOME="+podWork), podWork, podArgs...)
+
+	waitHealth("both agents joined", 2*time.Minute, func(h map[string]string) bool { return h["nickel"] == "Idle" && h["zinc"] == "Idle" })
+	waitNodeIdleAt(t, dev, "compose", "agent-1", composeHost)
+	waitNodeIdleAt(t, dev, "k8s", "gpu-node-1", podHost) // the DaemonSet's agent
 	for _, nd := range status().Nodes {
 		if nd.Address != hosts[nd.Name].Addr.String() {
 			t.Errorf("node %s advertises %q, want its host's address %s (the source of its route to the control plane)", nd.Name, nd.Address, hosts[nd.Name].Addr)
@@ -222,17 +225,75 @@ nodes: [{name: nickel}, {name: zinc}]
 		t.Errorf("jobs printed %q: want one on nickel and one on zinc, each seeing only its host's address", outs)
 	}
 
-	// A partition longer than the heartbeat timeout: Dead, then back.
-	nickel := hosts["nickel"]
-	nickel.PartitionFrom(n.Gateway)
-	dead := waitHealth("nickel dead behind a partition", time.Minute, func(h map[string]string) bool { return h["nickel"] == "Dead" })
-	if h := health(); h["zinc"] != "Idle" {
-		t.Errorf("zinc is %s while only nickel is partitioned", h["zinc"])
+	// A training host partitioned from the control plane for longer than
+	// the heartbeat timeout: the node goes Dead, the run moves to the other
+	// host and finishes, and once healed the node comes back without a
+	// restart. The partitioned placement may train on (it cannot report):
+	// nothing it writes late becomes the run's (checkpoint fencing, its
+	// refusals tested in internal/training's TestLateSegmentIsFenced), so
+	// every iteration is recorded once, none lost.
+	id := strings.TrimSpace(cli(t, dev, "run", "train", "--cluster", "lab", "--detach", "--env", "CartPole-v1",
+		"--iterations", "16", "--checkpoint-every", "2", "--seed", "3"))
+	r := waitRun(t, dev, id, 3*time.Minute, func(r runView) bool { return trained(r) >= 4 && r.Progress.State == "running" })
+	cutNode, other := r.Progress.Node, map[string]string{"nickel": "zinc", "zinc": "nickel"}[r.Progress.Node]
+	cutHost := hosts[cutNode]
+	if cutHost == nil {
+		t.Fatalf("run %s on %q, not a test host", id, cutNode)
 	}
-	time.Sleep(5 * time.Second) // well past the timeout
-	nickel.Heal()
-	back := waitHealth("nickel back after the partition heals", 2*time.Minute, func(h map[string]string) bool { return h["nickel"] == "Idle" })
-	t.Logf("partition: nickel Dead %v after the cut (heartbeat timeout 6 s), Idle again %v after the heal", dead.Round(time.Second), back.Round(time.Second))
+	cut := time.Now()
+	cutHost.PartitionFrom(n.Gateway)
+	dead := waitHealth(cutNode+" dead behind a partition", time.Minute, func(h map[string]string) bool { return h[cutNode] == "Dead" })
+	if h := health(); h[other] == "Dead" {
+		t.Errorf("%s is Dead while only %s is partitioned", other, cutNode)
+	}
+	r = waitRun(t, dev, id, 2*time.Minute, func(r runView) bool { return r.Progress.Node == other && r.Progress.State == "running" })
+	moved := time.Since(cut)
+	cutHost.Heal()
+	back := waitHealth(cutNode+" back after the partition heals", 2*time.Minute, func(h map[string]string) bool { return h[cutNode] != "Dead" })
+	r = waitRun(t, dev, id, 3*time.Minute, func(r runView) bool { return r.Status != "running" })
+	if r.Status != "completed" || r.Progress.State != "succeeded" {
+		t.Fatalf("run %s after the partition: %s/%s: %s %s", id, r.Status, r.Progress.State, r.Error, r.Progress.Reason)
+	}
+	assertEveryIteration(t, r) // none lost, none twice
+	t.Logf("partition of %s (heartbeat timeout 6 s): Dead after %v, run moved to %s after %v (lost segments %d, iterations lost 0, duplicated 0), %s back %v after the heal",
+		cutNode, dead.Round(time.Second), other, moved.Round(time.Second), r.Progress.Failures, cutNode, back.Round(time.Second))
+}
+
+// waitNodeIdleAt waits until cluster's node is Idle, advertising h's
+// address.
+func waitNodeIdleAt(t *testing.T, dev *devProc, cluster, node string, h *testhosts.Host) {
+	t.Helper()
+	waitFor(t, func() bool {
+		var st clusterStatus
+		dev.call("GET", "/v1/clusters/"+cluster, dev.admin, nil, &st)
+		for _, nd := range st.Nodes {
+			if nd.Name == node {
+				if nd.Health == "Idle" && nd.Address != h.Addr.String() {
+					t.Errorf("%s/%s advertises %q, want its host's %s", cluster, node, nd.Address, h.Addr)
+				}
+				return nd.Health == "Idle"
+			}
+		}
+		return false
+	})
+}
+
+// startSystemdAgent starts an agent in h as deploy/systemd's unit starts
+// it: its ExecStart, its Environment= lines and its environment file with
+// set applied (the operator's edits), from a state dir of its own.
+func startSystemdAgent(ctx context.Context, t *testing.T, h *testhosts.Host, set map[string]string) {
+	t.Helper()
+	unit := readUnit(t, "../../deploy/systemd/trainyard-agent.service")
+	if unit.exec[0] != "/usr/local/bin/trainyard" {
+		t.Fatalf("the unit runs %s, not the installed binary", unit.exec[0])
+	}
+	state := t.TempDir() // StateDirectory= and WorkingDirectory=
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + state}
+	for _, kv := range unit.env {
+		env = append(env, strings.ReplaceAll(kv, "/var/lib/trainyard-agent", state))
+	}
+	env = append(env, readEnvFile(t, "../../deploy/systemd/trainyard-agent.env", set)...)
+	startAgentOn(ctx, t, h, "systemd "+set["TRAINYARD_NODE"], env, state, unit.exec[1:]...)
 }
 
 // startAgentOn runs the binary with args in host h, with exactly env, from
@@ -301,4 +362,108 @@ func composeService(t *testing.T, file, service string, vars map[string]string) 
 		env = append(env, k+"="+v)
 	}
 	return env, svc.Command
+}
+
+// daemonSetEnv builds the environment Kubernetes gives the first container
+// of manifest (a workload in kustomization dir) and its args: envFrom in
+// order (ConfigMaps from the kustomization's configMapGenerator env files,
+// with set replacing values as an overlay would; Secrets' keys from
+// values["SECRET/KEY"]), then env (value, secretKeyRef from
+// values["SECRET/KEY"], fieldRef from values["fieldRef/PATH"]), later
+// entries winning. A reference with no value fails t.
+func daemonSetEnv(t *testing.T, dir, manifest string, set, values map[string]string) (env, args []string) {
+	t.Helper()
+	var kust struct {
+		ConfigMapGenerator []struct {
+			Name string   `yaml:"name"`
+			Envs []string `yaml:"envs"`
+		} `yaml:"configMapGenerator"`
+	}
+	readYAML(t, filepath.Join(dir, "kustomization.yaml"), &kust)
+	configMaps := map[string][]string{}
+	for _, g := range kust.ConfigMapGenerator {
+		for _, f := range g.Envs {
+			configMaps[g.Name] = append(configMaps[g.Name], readEnvFile(t, filepath.Join(dir, f), set)...)
+		}
+	}
+	var ds struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Args    []string `yaml:"args"`
+						EnvFrom []struct {
+							ConfigMapRef *struct{ Name string } `yaml:"configMapRef"`
+							SecretRef    *struct{ Name string } `yaml:"secretRef"`
+						} `yaml:"envFrom"`
+						Env []struct {
+							Name      string `yaml:"name"`
+							Value     string `yaml:"value"`
+							ValueFrom *struct {
+								FieldRef *struct {
+									FieldPath string `yaml:"fieldPath"`
+								} `yaml:"fieldRef"`
+								SecretKeyRef *struct{ Name, Key string } `yaml:"secretKeyRef"`
+							} `yaml:"valueFrom"`
+						} `yaml:"env"`
+					} `yaml:"containers"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	readYAML(t, filepath.Join(dir, manifest), &ds)
+	if len(ds.Spec.Template.Spec.Containers) == 0 {
+		t.Fatalf("%s: no container", manifest)
+	}
+	c := ds.Spec.Template.Spec.Containers[0]
+	value := func(ref string) string {
+		v, ok := values[ref]
+		if !ok {
+			t.Fatalf("%s references %s, which the test does not provide", manifest, ref)
+		}
+		return v
+	}
+	for _, from := range c.EnvFrom {
+		switch {
+		case from.ConfigMapRef != nil:
+			kvs, ok := configMaps[from.ConfigMapRef.Name]
+			if !ok {
+				t.Fatalf("%s: ConfigMap %s is not generated by the kustomization", manifest, from.ConfigMapRef.Name)
+			}
+			env = append(env, kvs...)
+		case from.SecretRef != nil:
+			for ref, v := range values {
+				if name, key, _ := strings.Cut(ref, "/"); name == from.SecretRef.Name {
+					env = append(env, key+"="+v)
+				}
+			}
+		}
+	}
+	for _, e := range c.Env {
+		v := e.Value
+		if f := e.ValueFrom; f != nil {
+			switch {
+			case f.FieldRef != nil:
+				v = value("fieldRef/" + f.FieldRef.FieldPath)
+			case f.SecretKeyRef != nil:
+				v = value(f.SecretKeyRef.Name + "/" + f.SecretKeyRef.Key)
+			}
+		}
+		if nv, ok := set[e.Name]; ok {
+			v = nv // a value the pod's volume mounts change (the work dir)
+		}
+		env = append(env, e.Name+"="+v)
+	}
+	return env, c.Args
+}
+
+func readYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
 }

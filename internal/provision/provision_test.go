@@ -11,15 +11,15 @@ import (
 )
 
 func TestSetRoutesByKind(t *testing.T) {
-	set := provision.Set{spec.KindStatic: static.New()}
+	set := provision.Set{static.Kind: static.New()}
 	ctx := context.Background()
 	tests := []struct {
 		name string
 		node spec.Node
 		err  string
 	}{
-		{name: "static node: nothing to start, waits for registration", node: spec.Node{Name: "g5-0", Provisioner: spec.Provisioner{Kind: spec.KindStatic}}},
-		{name: "kind without provisioner", node: spec.Node{Name: "nickel", Provisioner: spec.Provisioner{Kind: spec.KindSSH}}, err: `node "nickel": no "ssh" provisioner configured`},
+		{name: "static node: nothing to start, waits for registration", node: spec.Node{Name: "g5-0", Provisioner: spec.Provisioner{Kind: static.Kind}}},
+		{name: "kind without provisioner", node: spec.Node{Name: "nickel", Provisioner: spec.Provisioner{Kind: "ssh"}}, err: `node "nickel": no "ssh" provisioner configured`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -36,7 +36,7 @@ func TestSetRoutesByKind(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || h.Node != tt.node.Name || h.Kind != spec.KindStatic || h.Started || h.PID != 0 {
+			if err != nil || h.Node != tt.node.Name || h.Kind != static.Kind || h.Started || h.PID != 0 {
 				t.Fatalf("Start = %+v, %v", h, err)
 			}
 			if alive, err := set.Alive(ctx, tt.node, h); err != nil || !alive {
@@ -51,7 +51,7 @@ func TestSetRoutesByKind(t *testing.T) {
 
 // A provisioner refuses nodes of another kind rather than acting on them.
 func TestStaticRefusesOtherKinds(t *testing.T) {
-	n := spec.Node{Name: "zinc", Provisioner: spec.Provisioner{Kind: spec.KindLocal}}
+	n := spec.Node{Name: "zinc", Provisioner: spec.Provisioner{Kind: "local"}}
 	if _, err := static.New().Start(context.Background(), n, provision.AgentLaunch{}); err == nil || !strings.Contains(err.Error(), `node "zinc": provisioner is "local", not static`) {
 		t.Fatalf("err = %v", err)
 	}

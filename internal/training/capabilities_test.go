@@ -3,22 +3,15 @@ package training
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/inference/inferencetest"
-	"github.com/trainyard/trainyard/internal/pluginbuild"
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/plugins/arithmetic/problem"
 )
-
-// repoRoot is taken at package initialisation, before TestMain's S3
-// gateway changes the working directory.
-var repoRoot, _ = filepath.Abs("../..")
 
 // TestSegmentWithHTTPCapability: a run whose spec grants the arithmetic
 // plugin the "llm" endpoint trains on it (every step asks the loopback
@@ -28,14 +21,7 @@ var repoRoot, _ = filepath.Abs("../..")
 func TestSegmentWithHTTPCapability(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	out := filepath.Join(t.TempDir(), "arithmetic.wasm")
-	if err := pluginbuild.Go(ctx, "", repoRoot, "./plugins/arithmetic", out); err != nil {
-		t.Fatal(err)
-	}
-	wasm, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wasm := arithmeticWasm // built by TestMain
 	// Upload validation loads it with the capability granted to nothing.
 	md, err := f.rt.Validate(ctx, wasm, pluginhost.Limits{})
 	if err != nil {

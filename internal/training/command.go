@@ -9,6 +9,8 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,12 +38,14 @@ type CommandInput struct {
 	// Rank, WorldSize, MasterAddr and MasterPort place this process in a
 	// multi-node gang (WorldSize > 1): rank 0 syncs the checkpoint dir,
 	// every rank restores it.
-	Rank       int      `json:"rank,omitempty"`
-	WorldSize  int      `json:"world_size,omitempty"`
-	MasterAddr string   `json:"master_addr,omitempty"`
-	MasterPort int      `json:"master_port,omitempty"`
-	Dir        string   `json:"-"`
-	Env        []string `json:"-"`
+	Rank       int    `json:"rank,omitempty"`
+	WorldSize  int    `json:"world_size,omitempty"`
+	MasterAddr string `json:"master_addr,omitempty"`
+	MasterPort int    `json:"master_port,omitempty"`
+	// Epoch fences the run's checkpoints to this placement (checkpoint.Claim).
+	Epoch int64    `json:"epoch,omitempty"`
+	Dir   string   `json:"-"`
+	Env   []string `json:"-"`
 	// Log, when set, also gets everything the trainer prints (its log in
 	// S3: internal/logstream).
 	Log io.Writer `json:"-"`
@@ -69,7 +73,10 @@ type CommandStatus struct {
 // drain of the node (Drained set, no error: the run moves).
 func (r *Runner) RunCommand(ctx context.Context, in CommandInput, beat func(CommandStatus)) (CommandStatus, error) {
 	st := CommandStatus{Rank: in.Rank}
-	spec := in.Spec.WithDefaults()
+	spec := in.Spec
+	if err := spec.Defaulted(); err != nil {
+		return st, fmt.Errorf("run %s: %w", in.RunID, err)
+	}
 	dir := filepath.Join(in.Dir, "runs", in.RunID, "checkpoint")
 	if in.WorldSize > 1 {
 		dir = filepath.Join(in.Dir, "runs", in.RunID, fmt.Sprintf("rank-%d", in.Rank), "checkpoint") // two ranks may share a node's agent dir
@@ -80,15 +87,16 @@ func (r *Runner) RunCommand(ctx context.Context, in CommandInput, beat func(Comm
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return st, err
 	}
-	m, err := r.Checkpoints.Latest(ctx, in.RunID)
-	switch {
-	case err == nil:
+	// Every rank claims the gang's epoch (the same one: idempotent).
+	m, err := r.resume(ctx, in.RunID, in.Epoch)
+	if err != nil {
+		return st, err
+	}
+	if m.Seq > 0 {
 		if err := r.Checkpoints.RestoreManifest(ctx, m, dir); err != nil {
 			return st, fmt.Errorf("run %s: restore checkpoint %d into %s: %w", in.RunID, m.Seq, dir, err)
 		}
 		st.Checkpoint, st.Restored = m.Seq, m.Seq
-	case !errors.Is(err, checkpoint.ErrNotFound):
-		return st, fmt.Errorf("run %s: latest checkpoint: %w", in.RunID, err)
 	}
 	extra := map[string]string{EnvCheckpointDir: dir, EnvRunID: in.RunID}
 	if in.EnvPlugin != "" {
@@ -100,6 +108,12 @@ func (r *Runner) RunCommand(ctx context.Context, in CommandInput, beat func(Comm
 		extra[EnvSocket], extra[EnvPluginName] = sock, name
 	}
 	maps.Copy(extra, in.gangEnv())
+	if ifc := ifaceOf(r.Address); in.WorldSize > 1 && ifc != "" {
+		// gloo and NCCL advertise the address the host name resolves to,
+		// which on many machines (Debian's 127.0.1.1, a container's
+		// hosts file) is loopback: the other ranks could never connect.
+		extra["GLOO_SOCKET_IFNAME"], extra["NCCL_SOCKET_IFNAME"] = ifc, ifc
+	}
 	env, err := procenv.Build(in.Env, procenv.Spec{GPUs: in.GPUs, Extra: extra})
 	if err != nil {
 		return st, fmt.Errorf("%w: %w", ErrFatal, err)
@@ -127,7 +141,7 @@ func (r *Runner) RunCommand(ctx context.Context, in CommandInput, beat func(Comm
 		if err != nil || fp == last {
 			return err
 		}
-		m, _, err := r.Checkpoints.SaveDir(ctx, in.RunID, dir, checkpoint.Meta{Labels: map[string]string{LabelAlgo: AlgorithmCommand}})
+		m, _, err := r.Checkpoints.SaveDir(ctx, in.RunID, dir, checkpoint.Meta{Labels: map[string]string{LabelAlgo: AlgorithmCommand}, Epoch: in.Epoch})
 		if err != nil {
 			return fmt.Errorf("run %s: sync %s: %w", in.RunID, dir, err)
 		}
@@ -198,6 +212,24 @@ func (in CommandInput) gangEnv() map[string]string {
 		"MASTER_ADDR": in.MasterAddr, "MASTER_PORT": port, "WORLD_SIZE": world, "RANK": rank, "LOCAL_RANK": "0", "NODE_RANK": rank,
 		"PET_MASTER_ADDR": in.MasterAddr, "PET_MASTER_PORT": port, "PET_NNODES": world, "PET_NODE_RANK": rank,
 	}
+}
+
+// ifaceOf is the network interface that holds addr ("" when none does).
+func ifaceOf(addr string) string {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return ""
+	}
+	ifs, _ := net.Interfaces()
+	for _, ifc := range ifs {
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr() == ip {
+				return ifc.Name
+			}
+		}
+	}
+	return ""
 }
 
 // fingerprint summarises a directory's files (path, size, mtime), so an

@@ -163,3 +163,13 @@ func TestMultiNodeWork(t *testing.T) {
 		t.Fatalf("a single process gets %v", env)
 	}
 }
+
+// TestIfaceOf: a gang rank's transport interface is the one holding the
+// agent's advertised address.
+func TestIfaceOf(t *testing.T) {
+	for addr, want := range map[string]string{"127.0.0.1": "lo", "198.18.255.254": "", "not an ip": "", "": ""} {
+		if got := ifaceOf(addr); got != want {
+			t.Errorf("ifaceOf(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}

@@ -188,18 +188,25 @@ func (s *session) publish(ctx context.Context, bus *objstore.Store, run string) 
 // every worker's fragment of the next iteration, and learns from them.
 func (r *Runner) RunDistributedSegment(ctx context.Context, in SegmentInput, progress func(ppo.Metrics)) (SegmentResult, error) {
 	var res SegmentResult
-	spec := in.Spec.WithDefaults()
+	spec := in.Spec
+	if err := spec.Defaulted(); err != nil {
+		return res, fmt.Errorf("run %s: %w", in.RunID, err)
+	}
 	bus, err := r.bus()
 	if err != nil {
 		return res, err
 	}
+	from, err := r.resume(ctx, in.RunID, in.Epoch)
+	if err != nil {
+		return res, err
+	}
 	s := r.take(in.RunID)
-	if s != nil && s.seq != in.FromCheckpoint {
+	if s != nil && (s.seq != in.FromCheckpoint || s.seq != from.Seq) {
 		s.close()
 		s = nil
 	}
 	if s == nil {
-		if s, res, err = r.openTrainer(ctx, in, spec); err != nil {
+		if s, res, err = r.openTrainer(ctx, in, spec, from); err != nil {
 			return res, err
 		}
 	}
@@ -348,7 +355,7 @@ func (r *Runner) gather(ctx context.Context, bus *objstore.Store, run, gen strin
 // openTrainer builds a trainer session: the env plugin (for its spec and
 // the final evaluation) and a learner restored from the newest checkpoint,
 // or a fresh one.
-func (r *Runner) openTrainer(ctx context.Context, in SegmentInput, spec Spec) (*session, SegmentResult, error) {
+func (r *Runner) openTrainer(ctx context.Context, in SegmentInput, spec Spec, m checkpoint.Manifest) (*session, SegmentResult, error) {
 	var res SegmentResult
 	s := &session{gen: generation(), published: -1}
 	fail := func(err error) (*session, SegmentResult, error) {
@@ -373,9 +380,8 @@ func (r *Runner) openTrainer(ctx context.Context, in SegmentInput, spec Spec) (*
 	}
 	envSpec := envMod.Metadata().Spec()
 	n := spec.LearnerEnvs()
-	m, err := r.Checkpoints.Latest(ctx, in.RunID)
 	switch {
-	case errors.Is(err, checkpoint.ErrNotFound):
+	case m.Seq == 0:
 		if in.FromCheckpoint > 0 {
 			return fail(fmt.Errorf("run %s: checkpoint %d was reported but none is in the bucket: %w", in.RunID, in.FromCheckpoint, ErrFatal))
 		}
@@ -387,8 +393,6 @@ func (r *Runner) openTrainer(ctx context.Context, in SegmentInput, spec Spec) (*
 			return fail(fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err))
 		}
 		return s, res, nil
-	case err != nil:
-		return fail(fmt.Errorf("run %s: latest checkpoint: %w", in.RunID, err))
 	}
 	if err := checkPlugins(m, in); err != nil {
 		return fail(err)
@@ -422,7 +426,10 @@ func workerSeed(seed uint64, worker, start int) uint64 {
 // writes the fragment. progress is called after every fragment.
 func (r *Runner) RunRollouts(ctx context.Context, in RolloutInput, progress func(RolloutStatus)) (RolloutStatus, error) {
 	st := RolloutStatus{Worker: in.Worker, Node: r.Node, WeightVersion: -1}
-	spec := in.Spec.WithDefaults()
+	spec := in.Spec
+	if err := spec.Defaulted(); err != nil {
+		return st, fmt.Errorf("run %s: %w", in.RunID, err)
+	}
 	bus, err := r.bus()
 	if err != nil {
 		return st, err

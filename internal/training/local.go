@@ -2,6 +2,7 @@ package training
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/trainyard/trainyard/internal/checkpoint"
@@ -32,10 +33,22 @@ func (r *Runner) module(ctx context.Context, sha string) ([]byte, error) {
 	return r.Store.Module(ctx, sha)
 }
 
-// latest is the run's newest checkpoint; ErrNotFound without a store.
-func (r *Runner) latest(ctx context.Context, run string) (checkpoint.Manifest, error) {
+// resume is the checkpoint a placement of the run starts from (Seq 0:
+// none, or no store). A fenced placement (epoch > 0) claims the run first
+// (checkpoint.Claim): a late write of an older one is then never newer.
+func (r *Runner) resume(ctx context.Context, run string, epoch int64) (checkpoint.Manifest, error) {
 	if r.Checkpoints == nil {
-		return checkpoint.Manifest{}, fmt.Errorf("run %s keeps no checkpoints: %w", run, checkpoint.ErrNotFound)
+		return checkpoint.Manifest{}, nil
 	}
-	return r.Checkpoints.Latest(ctx, run)
+	var m checkpoint.Manifest
+	var err error
+	if epoch > 0 {
+		m, err = r.Checkpoints.Claim(ctx, run, epoch)
+	} else {
+		m, err = r.Checkpoints.Latest(ctx, run)
+	}
+	if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+		return checkpoint.Manifest{}, fmt.Errorf("run %s: checkpoint to resume from: %w", run, err)
+	}
+	return m, nil
 }

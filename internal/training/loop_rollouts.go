@@ -49,8 +49,11 @@ type LoopWorkerStatus struct {
 // an episode whose attempt fails is replayed from its seed, waiting with
 // backoff while the endpoint is down, so nothing is lost or counted twice.
 func (r *Runner) RunLoopRollouts(ctx context.Context, in LoopRolloutInput, beat func(LoopWorkerStatus)) (LoopWorkerStatus, error) {
-	spec := in.Spec.WithDefaults()
 	st := LoopWorkerStatus{Worker: in.Worker, Node: r.Node}
+	spec := in.Spec
+	if err := spec.Defaulted(); err != nil {
+		return st, fmt.Errorf("run %s: %w", in.RunID, err)
+	}
 	clients, err := endpointClients(in.RunID, spec.Capabilities.HTTP, in.Endpoints)
 	if err != nil {
 		return st, err

@@ -3,7 +3,6 @@ package training
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -45,10 +44,12 @@ type LoopTrainerInput struct {
 	Endpoints []inference.Endpoint `json:"endpoints,omitempty"`
 	// Port is where the pool listens (all interfaces): rollout workers on
 	// other nodes put trajectories there.
-	Port int       `json:"port"`
-	Dir  string    `json:"-"`
-	Env  []string  `json:"-"`
-	Log  io.Writer `json:"-"`
+	Port int `json:"port"`
+	// Epoch fences the run's checkpoints to this trainer (checkpoint.Claim).
+	Epoch int64     `json:"epoch,omitempty"`
+	Dir   string    `json:"-"`
+	Env   []string  `json:"-"`
+	Log   io.Writer `json:"-"`
 }
 
 // LoopStatus is a loop trainer's heartbeat and result.
@@ -108,7 +109,10 @@ type PublishedVersion struct {
 // settled episodes, and each granted endpoint is told to load it. A
 // cancelled ctx or a drain publishes the last whole step first.
 func (r *Runner) RunLoopTrainer(ctx context.Context, in LoopTrainerInput, beat func(LoopStatus)) (LoopStatus, error) {
-	spec := in.Spec.WithDefaults()
+	spec := in.Spec
+	if err := spec.Defaulted(); err != nil {
+		return LoopStatus{}, fmt.Errorf("run %s: %w", in.RunID, err)
+	}
 	loop := *spec.LLM
 	st := LoopStatus{Steps: loop.Steps}
 	dir := filepath.Join(in.Dir, "runs", in.RunID, "checkpoint")
@@ -119,9 +123,11 @@ func (r *Runner) RunLoopTrainer(ctx context.Context, in LoopTrainerInput, beat f
 		return st, err
 	}
 	var settled trajpool.Ledger
-	m, err := r.Checkpoints.Latest(ctx, in.RunID)
-	switch {
-	case err == nil:
+	m, err := r.resume(ctx, in.RunID, in.Epoch)
+	if err != nil {
+		return st, err
+	}
+	if m.Seq > 0 {
 		if err := r.Checkpoints.RestoreManifest(ctx, m, dir); err != nil {
 			return st, fmt.Errorf("run %s: restore checkpoint %d: %w", in.RunID, m.Seq, err)
 		}
@@ -129,8 +135,6 @@ func (r *Runner) RunLoopTrainer(ctx context.Context, in LoopTrainerInput, beat f
 			return st, fmt.Errorf("run %s: checkpoint %d: %w: %w", in.RunID, m.Seq, ErrFatal, err)
 		}
 		st.Step, st.Checkpoint, st.Restored = m.Meta.Iteration, m.Seq, m.Seq
-	case !errors.Is(err, checkpoint.ErrNotFound):
-		return st, fmt.Errorf("run %s: latest checkpoint: %w", in.RunID, err)
 	}
 	began := time.Now()
 	pool, err := trajpool.New(trajpool.Options{Name: in.RunID, Capacity: loop.PoolCapacity, Policy: trajpool.Policy(loop.PoolPolicy),
@@ -226,7 +230,7 @@ func (r *Runner) RunLoopTrainer(ctx context.Context, in LoopTrainerInput, beat f
 			return err
 		}
 		start := time.Now()
-		p, err := syncer.Publish(ctx, dir, checkpoint.Meta{Iteration: step, Labels: map[string]string{LabelAlgo: AlgorithmLLM, LabelLedger: string(ledger)}})
+		p, err := syncer.Publish(ctx, dir, checkpoint.Meta{Iteration: step, Labels: map[string]string{LabelAlgo: AlgorithmLLM, LabelLedger: string(ledger)}, Epoch: in.Epoch})
 		if p.Version == 0 {
 			return fmt.Errorf("run %s: publish step %d: %w", in.RunID, step, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/ppo"
 )
 
@@ -171,5 +172,56 @@ func TestSegmentsCheckpointAndResumeElsewhere(t *testing.T) {
 	ms, err := f.ckpts.List(ctx, "run-b")
 	if err != nil || len(ms) != 1 || ms[0].Meta.Labels[LabelEnv] != f.cartpol || ms[0].Meta.Iteration != 3 {
 		t.Fatalf("checkpoints of run-b: %+v %v", ms, err)
+	}
+}
+
+// TestLateSegmentIsFenced (issue 31): a segment whose node froze past its
+// heartbeat timeout (a GC pause, SIGSTOP, a suspended VM) wakes up after
+// the run moved on. Its checkpoint is refused, and the run's latest stays
+// the new placement's, which the next placement resumes from.
+func TestLateSegmentIsFenced(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	spec := Spec{Cluster: "lab", Env: "CartPole-v1", Seed: 5, Workers: 1, Iterations: 20, CheckpointEvery: 100}.WithDefaults()
+	in := SegmentInput{RunID: "fenced", Spec: spec, EnvPlugin: f.cartpol, Iterations: 2, Epoch: 1}
+	first, err := f.runner().RunSegment(ctx, in, nil)
+	if err != nil || first.Checkpoint == 0 {
+		t.Fatalf("placement 1: %+v %v", first, err)
+	}
+	// Placement 2 freezes after its second iteration, before it saves.
+	in.Epoch, in.FromCheckpoint = 2, first.Checkpoint
+	frozen, wake, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var late error
+	frozenIn := in
+	go func() {
+		defer close(done)
+		n := 0
+		_, late = f.runner().RunSegment(ctx, frozenIn, func(ppo.Metrics) {
+			if n++; n == 2 {
+				close(frozen)
+				<-wake
+			}
+		})
+	}()
+	<-frozen
+	// The run moves: placement 3 resumes from placement 1's checkpoint.
+	in.Epoch = 3
+	moved, err := f.runner().RunSegment(ctx, in, nil)
+	if err != nil || moved.RestoredFrom != first.Checkpoint || moved.Iteration != 4 {
+		t.Fatalf("placement 3: restored from %d to iteration %d, %v; want from %d to 4", moved.RestoredFrom, moved.Iteration, err, first.Checkpoint)
+	}
+	close(wake)
+	<-done
+	if !errors.Is(late, checkpoint.ErrStale) {
+		t.Fatalf("the frozen placement's save: %v, want refused as stale", late)
+	}
+	m, err := f.ckpts.Latest(ctx, "fenced")
+	if err != nil || m.Seq != moved.Checkpoint || m.Meta.Epoch != 3 {
+		t.Fatalf("latest %d of placement %d, %v; want %d of placement 3", m.Seq, m.Meta.Epoch, err, moved.Checkpoint)
+	}
+	in.Epoch, in.FromCheckpoint = 4, moved.Checkpoint
+	next, err := f.runner().RunSegment(ctx, in, nil)
+	if err != nil || next.RestoredFrom != moved.Checkpoint || next.Metrics[0].Iteration != 5 {
+		t.Fatalf("placement 4: restored from %d, %v; want from %d at iteration 5", next.RestoredFrom, err, moved.Checkpoint)
 	}
 }

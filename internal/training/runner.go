@@ -58,6 +58,9 @@ type SegmentInput struct {
 	Iterations     int   `json:"iterations"`
 	// Endpoints define the inference endpoints Spec.Capabilities grants.
 	Endpoints []inference.Endpoint `json:"endpoints,omitempty"`
+	// Epoch fences the run's checkpoints to this segment (checkpoint.Claim;
+	// 0: unfenced).
+	Epoch int64 `json:"epoch,omitempty"`
 }
 
 // SegmentResult is what a segment did.
@@ -103,6 +106,10 @@ type Runner struct {
 	// fragments through (distributed.go); Node names this node in them.
 	Objects *objstore.Store
 	Node    string
+	// Address is the IP this node's peers reach it at (the agent's
+	// advertised address): a gang's ranks bind their collectives to the
+	// interface that holds it.
+	Address string
 
 	mu   sync.Mutex
 	live map[string]*session
@@ -191,15 +198,23 @@ func (r *Runner) Forget(run string) {
 // progress is called after every iteration (for heartbeats).
 func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(ppo.Metrics)) (SegmentResult, error) {
 	var res SegmentResult
-	spec := in.Spec.WithDefaults()
+	spec := in.Spec
+	if err := spec.Defaulted(); err != nil {
+		return res, fmt.Errorf("run %s: %w", in.RunID, err)
+	}
+	// Claimed first: from here on no older placement's checkpoint can
+	// become the run's, so the one to resume from stays the newest.
+	from, err := r.resume(ctx, in.RunID, in.Epoch)
+	if err != nil {
+		return res, err
+	}
 	s := r.take(in.RunID)
-	if s != nil && s.seq != in.FromCheckpoint {
+	if s != nil && (s.seq != in.FromCheckpoint || s.seq != from.Seq) {
 		s.close() // the caller never saw the checkpoint this state follows
 		s = nil
 	}
 	if s == nil {
-		var err error
-		if s, res, err = r.open(ctx, in, spec); err != nil {
+		if s, res, err = r.open(ctx, in, spec, from); err != nil {
 			return res, err
 		}
 	}
@@ -295,7 +310,7 @@ func (r *Runner) tally(ctx context.Context, in SegmentInput, spec Spec, s *sessi
 
 // open builds the envs and a learner: restored from the newest checkpoint
 // when there is one, fresh otherwise.
-func (r *Runner) open(ctx context.Context, in SegmentInput, spec Spec) (*session, SegmentResult, error) {
+func (r *Runner) open(ctx context.Context, in SegmentInput, spec Spec, m checkpoint.Manifest) (*session, SegmentResult, error) {
 	var res SegmentResult
 	s := &session{}
 	fail := func(err error) (*session, SegmentResult, error) {
@@ -331,9 +346,8 @@ func (r *Runner) open(ctx context.Context, in SegmentInput, spec Spec) (*session
 		s.env = shaped
 	}
 
-	m, err := r.latest(ctx, in.RunID)
 	switch {
-	case errors.Is(err, checkpoint.ErrNotFound):
+	case m.Seq == 0:
 		if in.FromCheckpoint > 0 {
 			return fail(fmt.Errorf("run %s: checkpoint %d was reported but none is in the bucket: %w", in.RunID, in.FromCheckpoint, ErrFatal))
 		}
@@ -345,8 +359,6 @@ func (r *Runner) open(ctx context.Context, in SegmentInput, spec Spec) (*session
 			return fail(fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err))
 		}
 		return s, res, nil
-	case err != nil:
-		return fail(fmt.Errorf("run %s: latest checkpoint: %w", in.RunID, err))
 	}
 	if err := checkPlugins(m, in); err != nil {
 		return fail(err)
@@ -468,6 +480,7 @@ func (r *Runner) save(ctx context.Context, in SegmentInput, spec Spec, l *ppo.Le
 		Iteration: it,
 		Metrics:   map[string]float64{MetricReturn: meanReturn, "timesteps": float64(ts)},
 		Labels:    map[string]string{LabelEnv: in.EnvPlugin, LabelReward: in.RewardPlugin, LabelAlgo: spec.Algorithm},
+		Epoch:     in.Epoch,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("run %s: checkpoint at iteration %d: %w", in.RunID, it, err)

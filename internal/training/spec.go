@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -107,7 +108,9 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
-// WithDefaults fills unset knobs.
+// WithDefaults fills unset knobs. A spec is defaulted once, where it is
+// made (the API's submission, `run train --local`, a sweep's trial); the run
+// workflow and the agents take it as it is (Defaulted).
 func (s Spec) WithDefaults() Spec {
 	if s.Kind == KindLLM {
 		s = s.loopDefaults()
@@ -146,6 +149,17 @@ func (s Spec) WithDefaults() Spec {
 		a.Defaults(&s)
 	}
 	return s
+}
+
+// Defaulted refuses a spec that did not go through WithDefaults, for the
+// agents' runners: a spec built in code and passed on undefaulted is a
+// bug to surface, not something to default again far from where it was
+// made (a zero sync interval would stop a command trainer's ticker).
+func (s Spec) Defaulted() error {
+	if !reflect.DeepEqual(s, s.WithDefaults()) {
+		return fmt.Errorf("the run spec was not defaulted where it was made (Spec.WithDefaults): %w", ErrFatal)
+	}
+	return nil
 }
 
 // Validate checks what can be checked without the env plugin; every

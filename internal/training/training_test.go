@@ -183,3 +183,27 @@ func (f *fixture) runner() *Runner {
 	f.t.Cleanup(r.Close)
 	return r
 }
+
+// TestSpecsAreDefaultedOnce: a spec is a fixed point of WithDefaults once
+// defaulted, of every kind; the agents' runners refuse one that was not
+// (before it reached, say, a command trainer's sync ticker at 0 s).
+func TestSpecsAreDefaultedOnce(t *testing.T) {
+	for _, s := range []Spec{
+		{Cluster: "lab", Env: "CartPole-v1"},
+		{Cluster: "lab", Algorithm: AlgorithmCommand, Command: []string{"true"}},
+		{Kind: KindLLM, Cluster: "lab", Env: "arithmetic", Command: []string{"python3", "train.py"}, LLM: &Loop{Steps: 2}},
+		{Cluster: "lab", Env: "CartPole-v1", RolloutWorkers: 2},
+	} {
+		if s.Defaulted() == nil {
+			t.Errorf("%+v passes as defaulted", s)
+		}
+		if err := s.WithDefaults().Defaulted(); err != nil {
+			t.Errorf("%+v defaulted: %v", s, err)
+		}
+	}
+	r := &Runner{}
+	_, err := r.RunCommand(t.Context(), CommandInput{RunID: "r", Spec: Spec{Cluster: "lab", Algorithm: AlgorithmCommand, Command: []string{"true"}}}, nil)
+	if !errors.Is(err, ErrFatal) || !strings.Contains(err.Error(), "not defaulted") {
+		t.Fatalf("undefaulted command spec: %v", err)
+	}
+}

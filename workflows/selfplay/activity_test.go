@@ -32,7 +32,7 @@ type env struct {
 	dir   string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	dir := t.TempDir()
 	// Before the S3 gateway starts: it changes the working directory.

@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/trainyard/trainyard/internal/agent/drain"
+	"github.com/trainyard/trainyard/internal/agent/procenv"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
@@ -41,6 +43,9 @@ type AgentActivities struct {
 	// flight, syncs every finished game and returns ErrDrained, so the
 	// loop moves with no finished game lost. Nil never drains.
 	Drain *drain.Signal
+	// User runs the loop's model commands (usermodel.go) as the agent's
+	// job user (nil: the agent's own).
+	User *procenv.User
 }
 
 // SpoolPath is an attempt's spool file under the agent's dir.
@@ -109,7 +114,9 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 	if in.ModelKey == "" && in.Players == "heuristic" {
 		self.Name = elo.Heuristic
 	}
-	seat, err := a.player(ctx, meta, self, in.Simulations, true)
+	pc := &playCtx{meta: meta, loopID: in.LoopID, model: in.Model, gpus: in.GPUs, sims: in.Simulations}
+	defer pc.close()
+	seat, err := a.player(ctx, pc, self, true)
 	if err != nil {
 		return prog, err
 	}
@@ -158,10 +165,11 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 			for i := range seats {
 				seats[i] = seat
 			}
+			defer join(seat)()
 			for i := range jobs {
 				g, err := engine.PlayGame(pctx, games, 0, in.Seed+uint64(i), seats, in.MaxMoves)
 				if err != nil {
-					errs <- fmt.Errorf("game %d: %w", i, err)
+					errs <- fmt.Errorf("game %d: %w", i, pc.explain(err))
 					return
 				}
 				// Spooled as it finishes, before the collector (busy
@@ -237,6 +245,7 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 				return prog, err
 			}
 		case <-beat.C:
+			prog.EvalBatch = pc.meanBatch()
 			activity.RecordHeartbeat(ctx, prog)
 		case err := <-errs:
 			// Keep what finished: a retry need not play it again.
@@ -249,6 +258,7 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 			if err := flush(ctx); err != nil {
 				return prog, err
 			}
+			prog.EvalBatch = pc.meanBatch()
 			return prog, nil
 		case <-drained:
 			// The node drains: sync everything finished, then move.
@@ -273,14 +283,15 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 // else MCTS guided by the model at Key (random rollouts without one).
 // Self-play explores (root noise, early moves sampled); evaluation plays
 // its best moves after two sampled ones.
-func (a *AgentActivities) player(ctx context.Context, meta pluginhost.Metadata, o Opponent, sims int, explore bool) (engine.Player, error) {
+func (a *AgentActivities) player(ctx context.Context, pc *playCtx, o Opponent, explore bool) (engine.Player, error) {
 	switch o.Name {
 	case elo.Random:
 		return engine.Random{}, nil
 	case elo.Heuristic:
 		return engine.Heuristic{}, nil
 	}
-	m := &engine.MCTS{Simulations: sims, Native: isKinrow(meta)}
+	meta := pc.meta
+	m := &engine.MCTS{Simulations: pc.sims, Native: isKinrow(meta)}
 	if explore {
 		m.DirichletAlpha, m.TempMoves = 0.3, max(2, meta.Action.N/10)
 	} else {
@@ -288,8 +299,20 @@ func (a *AgentActivities) player(ctx context.Context, meta pluginhost.Metadata, 
 		// deterministic searches replay the same two games over and over.
 		m.TempMoves = 2
 	}
-	if o.Key == "" {
+	switch {
+	case o.Key == "":
 		return m, nil
+	case isModelDir(o.Key):
+		if pc.model == nil {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("model %s is a model directory, and the loop has no model.evaluator to serve it", o.Key), ErrFailed, nil)
+		}
+		s, err := a.serve(ctx, pc, o)
+		if err != nil {
+			return nil, err
+		}
+		pc.servers = append(pc.servers, s)
+		m.Eval, m.Model = s.Batcher, s.name
+		return modelPlayer{MCTS: m, s: s}, nil
 	}
 	ev, name, err := a.evaluator(ctx, o.Key)
 	if err != nil {
@@ -318,13 +341,33 @@ func (a *AgentActivities) SelfplayGauntlet(ctx context.Context, in GauntletInput
 	}
 	defer mod.Close(context.WithoutCancel(ctx))
 	meta := mod.Metadata()
-	cand, err := a.player(ctx, meta, in.Candidate, in.Simulations, false)
+	pc := &playCtx{meta: meta, loopID: in.LoopID, model: in.Model, gpus: in.GPUs, sims: in.Simulations}
+	defer pc.close()
+	cand, err := a.player(ctx, pc, in.Candidate, false)
 	if err != nil {
 		return GauntletResult{}, err
 	}
 	out := GauntletResult{Results: []GauntletScore{}}
+	// A game against a model on a slow evaluator may outlast the heartbeat
+	// timeout: beat on a clock, not only per game.
+	var current atomic.Int64
+	bctx, stopBeat := context.WithCancel(ctx)
+	defer stopBeat()
+	go func() {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-bctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx, int(current.Load()))
+			}
+		}
+	}()
 	for oi, o := range in.Opponents {
-		opp, err := a.player(ctx, meta, o, in.Simulations, false)
+		current.Store(int64(oi))
+		opp, err := a.player(ctx, pc, o, false)
 		if err != nil {
 			return out, err
 		}
@@ -337,9 +380,10 @@ func (a *AgentActivities) SelfplayGauntlet(ctx context.Context, in GauntletInput
 				seats[s] = opp
 			}
 			seats[me] = cand
+			defer join(cand, opp)()
 			g, err := engine.PlayGame(ctx, games, 0, in.Seed+uint64(oi)*100_003+uint64(i), seats, in.MaxMoves)
 			if err != nil {
-				return err
+				return pc.explain(err)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -351,7 +395,6 @@ func (a *AgentActivities) SelfplayGauntlet(ctx context.Context, in GauntletInput
 			default:
 				r.Losses++
 			}
-			activity.RecordHeartbeat(ctx, oi)
 			return nil
 		}, mod)
 		if err != nil {

@@ -23,6 +23,10 @@ type PlayInput struct {
 	Parallel     int           `json:"parallel"`
 	SyncInterval time.Duration `json:"sync_interval"`
 	Seed         uint64        `json:"seed"`
+	// Model serves ModelKey when the loop's model is yours; GPUs are the
+	// allocation's.
+	Model *ModelCommands `json:"model,omitempty"`
+	GPUs  []int          `json:"gpus,omitempty"`
 }
 
 // PlayProgress is the batch activity's heartbeat and result.
@@ -32,6 +36,8 @@ type PlayProgress struct {
 	Synced  int `json:"synced" doc:"Games of the generation in S3."`
 	Batches int `json:"batches" doc:"Sync uploads this attempt made."`
 	Target  int `json:"target"`
+	// EvalBatch: with your model, how full its evaluator's batches were.
+	EvalBatch float64 `json:"eval_batch,omitempty" doc:"Your model: mean positions per evaluator batch this attempt."`
 }
 
 // ExportInput grades a generation's games and exports the clean ones.
@@ -60,6 +66,9 @@ type TrainInput struct {
 	FromKey    string   `json:"from_key,omitempty" doc:"Model to start from (the best), empty: fresh."`
 	Epochs     int      `json:"epochs"`
 	Seed       uint64   `json:"seed"`
+	// ModelCommands train the candidate when the loop's model is yours.
+	ModelCommands *ModelCommands `json:"model_commands,omitempty"`
+	GPUs          []int          `json:"gpus,omitempty"`
 }
 
 // TrainResult is the candidate.
@@ -89,6 +98,10 @@ type GauntletInput struct {
 	MaxMoves    int        `json:"max_moves,omitempty"`
 	Parallel    int        `json:"parallel"`
 	Seed        uint64     `json:"seed"`
+	// Model serves the candidate and the best when the loop's model is
+	// yours, an evaluator each.
+	Model *ModelCommands `json:"model,omitempty"`
+	GPUs  []int          `json:"gpus,omitempty"`
 }
 
 // GauntletResult is the candidate's results, one per opponent.

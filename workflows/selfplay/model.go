@@ -32,6 +32,9 @@ func (a *AgentActivities) evaluator(ctx context.Context, key string) (engine.Eva
 // and saves it to S3. It heartbeats while the learner runs.
 func (a *AgentActivities) SelfplayTrain(ctx context.Context, in TrainInput) (TrainResult, error) {
 	activity.RecordHeartbeat(ctx)
+	if in.ModelCommands != nil {
+		return a.trainUserModel(ctx, in)
+	}
 	var ex model.Examples
 	for _, key := range in.Datasets {
 		raw, err := get(ctx, a.Store, key)

@@ -61,6 +61,8 @@ type Settings struct {
 	GPUs               int            `json:"gpus,omitempty" minimum:"0"`
 	MemoryMB           int64          `json:"memory_mb,omitempty" doc:"Memory a generation asks of its node (default 512)." minimum:"0"`
 	Seed               uint64         `json:"seed,omitempty"`
+	// Model, when set, makes the loop's model yours (usermodel.go).
+	Model *ModelCommands `json:"model,omitempty" doc:"Your model instead of the built-in one: an evaluator command serving it to the search and a trainer command training the next candidate (docs/selfplay.md, \"Your model in the loop\")."`
 }
 
 // WithDefaults fills zero fields.
@@ -93,6 +95,18 @@ func (s Settings) WithDefaults() Settings {
 	}
 	if s.Parallel == 0 {
 		s.Parallel = max(1, int(s.CPUs))
+		if s.Model != nil {
+			// Searches mostly wait for the evaluator: more games at once
+			// make its batches bigger, not the CPU busier.
+			s.Parallel = defaultModelParallel
+		}
+	}
+	if s.Model != nil {
+		m := *s.Model
+		if m.MaxBatch == 0 {
+			m.MaxBatch = defaultMaxBatch
+		}
+		s.Model = &m
 	}
 	s.Quality = s.Quality.WithDefaults()
 	return s
@@ -123,6 +137,9 @@ func (s Settings) Validate() error {
 	}
 	if err := s.Quality.Validate(); err != nil {
 		return &FieldError{"quality", err.Error()}
+	}
+	if s.Model != nil {
+		return s.Model.validate()
 	}
 	return nil
 }
@@ -186,6 +203,7 @@ type Generation struct {
 	Games     int             `json:"games"`
 	Attempts  int             `json:"attempts" doc:"Self-play activities run; more than one after a node was lost."`
 	Resumed   []int           `json:"resumed,omitempty" doc:"Games already synced to S3 when each retry started."`
+	EvalBatch float64         `json:"eval_batch,omitempty" doc:"Your model: mean positions per evaluator batch in self-play."`
 	Quality   quality.Report  `json:"quality"`
 	Dataset   string          `json:"dataset,omitempty" doc:"S3 key of the .npz export."`
 	Positions int             `json:"positions,omitempty"`

@@ -188,11 +188,12 @@ func (l *loop) play(ctx workflow.Context, g *Generation, players string, seed ui
 		err := workflow.ExecuteActivity(actx, (*AgentActivities).SelfplayBatch, PlayInput{
 			LoopID: l.in.LoopID, Config: l.in.Config, GamePlugin: l.in.GamePlugin, Generation: n, Attempt: g.Attempts,
 			Games: set.GamesPerGeneration, ModelKey: st.BestKey, Players: players, Simulations: set.Simulations, MaxMoves: set.MaxMoves,
-			Parallel: set.Parallel, SyncInterval: set.SyncInterval, Seed: seed,
+			Parallel: set.Parallel, SyncInterval: set.SyncInterval, Seed: seed, Model: set.Model, GPUs: l.alloc.GPUs,
 		}).Get(ctx, &prog)
 		if g.Attempts > 1 && (err == nil || prog.Resumed > 0) {
 			g.Resumed = append(g.Resumed, prog.Resumed)
 		}
+		g.EvalBatch = prog.EvalBatch
 		return err
 	})
 	return prog, err
@@ -204,7 +205,11 @@ func (l *loop) export(ctx workflow.Context, n int) (ExportResult, error) {
 	var ex ExportResult
 	ectx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5, NonRetryableErrorTypes: []string{ErrFailed}},
+		// A control worker killed mid-export loses the attempt after one
+		// heartbeat timeout, not the whole start-to-close (the export
+		// beats every exportBeat).
+		HeartbeatTimeout: 6 * exportBeat,
+		RetryPolicy:      &temporal.RetryPolicy{MaximumAttempts: 5, NonRetryableErrorTypes: []string{ErrFailed}},
 	})
 	err := workflow.ExecuteActivity(ectx, (*Activities).SelfplayExport, ExportInput{
 		LoopID: l.in.LoopID, Config: l.in.Config, Generation: n, Settings: l.set,
@@ -230,7 +235,7 @@ func (l *loop) train(ctx workflow.Context, n int, fromKey string, seed uint64) (
 		actx := workflow.WithActivityOptions(ctx, l.nodeOptions(30*time.Second))
 		return workflow.ExecuteActivity(actx, (*AgentActivities).SelfplayTrain, TrainInput{
 			LoopID: l.in.LoopID, Config: l.in.Config, GamePlugin: l.in.GamePlugin, Generation: n, Model: ModelName(l.in.LoopID, n),
-			Datasets: l.st.Datasets, FromKey: fromKey, Epochs: l.set.TrainEpochs, Seed: seed,
+			Datasets: l.st.Datasets, FromKey: fromKey, Epochs: l.set.TrainEpochs, Seed: seed, ModelCommands: l.set.Model, GPUs: l.alloc.GPUs,
 		}).Get(ctx, &tr)
 	})
 	return tr, err
@@ -251,7 +256,7 @@ func (l *loop) gauntlet(ctx workflow.Context, n int, cand Opponent, seed uint64)
 		return workflow.ExecuteActivity(actx, (*AgentActivities).SelfplayGauntlet, GauntletInput{
 			LoopID: l.in.LoopID, Config: l.in.Config, GamePlugin: l.in.GamePlugin, Generation: n,
 			Candidate: cand, Opponents: opps, Games: set.EvalGames,
-			Simulations: set.Simulations, MaxMoves: set.MaxMoves, Parallel: set.Parallel, Seed: seed + 7,
+			Simulations: set.Simulations, MaxMoves: set.MaxMoves, Parallel: set.Parallel, Seed: seed + 7, Model: set.Model, GPUs: l.alloc.GPUs,
 		}).Get(ctx, &ga)
 	})
 	return ga, err

@@ -282,7 +282,9 @@ func (s SweepSpec) TrialSpec(p Params) (training.Spec, error) {
 	if sc := s.Scheduler; sc != nil && sc.Type == SchedulerASHA && sc.MaxT > 0 {
 		ts.Iterations = int(sc.MaxT)
 	}
-	return ts, nil
+	// A trial is a spec made here: defaulted here (a grid value of 0 for
+	// a knob takes its default), once.
+	return ts.WithDefaults(), nil
 }
 
 // WithGPUs gives a command trial its whole GPUs; a fraction is reserved

@@ -72,7 +72,7 @@ func runRanks(ctx workflow.Context, in Input, spec training.Spec, alloc cluster.
 	for i, r := range ranks {
 		f := workflow.ExecuteActivity(commandOptions(gctx, r.Queue), (*AgentActivities).RunCommand, training.CommandInput{
 			RunID: in.RunID, Spec: spec, GPUs: r.GPUs, EnvPlugin: in.EnvPlugin,
-			Rank: i, WorldSize: len(ranks), MasterAddr: addr, MasterPort: port,
+			Rank: i, WorldSize: len(ranks), MasterAddr: addr, MasterPort: port, Epoch: p.Epoch,
 		})
 		sel.AddFuture(f, func(f workflow.Future) {
 			pending--

@@ -25,7 +25,7 @@ func (p *RunProgress) finish(spec training.Spec, seg training.SegmentResult) str
 // would: `trainyard run train --local`. iteration is called after every
 // iteration with the progress so far and the iteration's metrics.
 func RunLocal(ctx context.Context, r *training.Runner, in Input, iteration func(RunProgress, ppo.Metrics)) (RunProgress, error) {
-	spec := in.Spec.WithDefaults()
+	spec := in.Spec // defaulted by the caller, as at submission
 	p := &RunProgress{State: "running", Metrics: []ppo.Metrics{}}
 	defer r.Forget(in.RunID)
 	for {

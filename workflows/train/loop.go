@@ -53,7 +53,7 @@ func runLoop(ctx workflow.Context, in Input, spec training.Spec, alloc cluster.A
 	ao := workflow.GetActivityOptions(actx)
 	ao.WaitForCancellation = true
 	f := workflow.ExecuteActivity(workflow.WithActivityOptions(actx, ao), (*AgentActivities).RunLoopTrainer, training.LoopTrainerInput{
-		RunID: in.RunID, Spec: spec, GPUs: alloc.GPUs, Endpoints: in.Endpoints, Port: port,
+		RunID: in.RunID, Spec: spec, GPUs: alloc.GPUs, Endpoints: in.Endpoints, Port: port, Epoch: p.Epoch,
 	})
 	ended := false
 	workflow.Go(ctx, func(ctx workflow.Context) {

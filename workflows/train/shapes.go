@@ -76,7 +76,7 @@ func runCommand(ctx workflow.Context, r *placedRun) (outcome, error) {
 		}
 	} else {
 		err = workflow.ExecuteActivity(commandOptions(ctx, r.alloc.Queue), (*AgentActivities).RunCommand, training.CommandInput{
-			RunID: r.in.RunID, Spec: r.spec, GPUs: r.alloc.GPUs, EnvPlugin: r.in.EnvPlugin,
+			RunID: r.in.RunID, Spec: r.spec, GPUs: r.alloc.GPUs, EnvPlugin: r.in.EnvPlugin, Epoch: r.p.Epoch,
 		}).Get(ctx, &st)
 	}
 	if err != nil {
@@ -110,7 +110,7 @@ func runSegment(ctx workflow.Context, r *placedRun) (outcome, error) {
 	var seg training.SegmentResult
 	segIn := training.SegmentInput{
 		RunID: in.RunID, Spec: spec, EnvPlugin: in.EnvPlugin, RewardPlugin: in.RewardPlugin,
-		FromCheckpoint: p.Checkpoint, Iterations: spec.CheckpointEvery, Endpoints: in.Endpoints,
+		FromCheckpoint: p.Checkpoint, Iterations: spec.CheckpointEvery, Endpoints: in.Endpoints, Epoch: p.Epoch,
 	}
 	var err error
 	if spec.Distributed() {

@@ -98,7 +98,9 @@ type RunProgress struct {
 	// run ran stays visible after it ends.
 	Nodes      []string `json:"nodes,omitempty" doc:"Every node the trainer was placed on, oldest first (kept after the run ends)."`
 	Placements int      `json:"placements"`
-	Failures   int      `json:"failures" doc:"Segments lost to node deaths or outages, each redone from the latest checkpoint."`
+	// Epoch numbers the run's writers (checkpoint fencing).
+	Epoch    int64 `json:"epoch,omitempty" doc:"The run's current writer: each segment or trainer placed gets a higher epoch, and a checkpoint written by an older one (a partitioned node that kept training) is refused and never becomes the run's."`
+	Failures int   `json:"failures" doc:"Segments lost to node deaths or outages, each redone from the latest checkpoint."`
 	// LastFailure outlives the wait that follows it: a run that failed
 	// and runs again still says why it failed.
 	LastFailure string `json:"last_failure,omitempty" doc:"What the latest lost segment died of (kept while the run runs again)."`
@@ -169,7 +171,7 @@ func (p *RunProgress) best(episodes int, mean float64) {
 
 // Workflow trains the run to its target or iteration budget.
 func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
-	spec := in.Spec.WithDefaults()
+	spec := in.Spec // defaulted at submission (every recorded history's is)
 	if in.MaxFailures <= 0 {
 		in.MaxFailures = 20
 	}
@@ -308,6 +310,7 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			p.Nodes = append(p.Nodes, a.Node)
 		}
 		p.State = "running"
+		p.Epoch = nextEpoch(ctx, p.Epoch)
 		o, err := shapes[spec.Shape()](ctx, &placedRun{in: in, spec: spec, alloc: alloc, gang: placed, fl: fl, p: p, paused: &paused})
 		switch {
 		case err != nil:
@@ -323,6 +326,18 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 			return end(o.end, nil)
 		}
 	}
+}
+
+// nextEpoch numbers the next writer of the run's checkpoints: the
+// workflow's time in milliseconds, and always above the previous one, so
+// a workflow reset (the Web UI's) still gets epochs above those its
+// first history handed out. Histories from before fencing write unfenced
+// (0).
+func nextEpoch(ctx workflow.Context, prev int64) int64 {
+	if workflow.GetVersion(ctx, "placement-epoch", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return 0
+	}
+	return max(prev+1, workflow.Now(ctx).UnixMilli())
 }
 
 // trimRollouts drops the fragment names a distributed iteration carries:

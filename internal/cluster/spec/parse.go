@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,10 +49,36 @@ type fileResources struct {
 	GPUs   gpuField `yaml:"gpus"`
 }
 
+// fileProvisioner is `provisioner: {kind: K, K: {...}}`. Sections are
+// kept as decoded (a kind's fields are its package's, Kind.Check) so that
+// the defaults' section can be merged into a node's field by field.
 type fileProvisioner struct {
-	Kind  string `yaml:"kind"`
-	SSH   *SSH   `yaml:"ssh"`
-	Local *Local `yaml:"local"`
+	Kind     string
+	Sections map[string]map[string]any
+}
+
+func (p *fileProvisioner) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: provisioner must be a mapping like {kind: ssh}", n.Line)
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := n.Content[i].Value, n.Content[i+1]
+		if key == "kind" {
+			if err := val.Decode(&p.Kind); err != nil {
+				return fmt.Errorf("line %d: provisioner.kind: %w", val.Line, unLine(err))
+			}
+			continue
+		}
+		var sec map[string]any
+		if err := val.Decode(&sec); err != nil {
+			return fmt.Errorf("line %d: provisioner.%s must be a mapping of settings", val.Line, key)
+		}
+		if p.Sections == nil {
+			p.Sections = map[string]map[string]any{}
+		}
+		p.Sections[key] = sec
+	}
+	return nil
 }
 
 // gpuField is a gpudesc string ("3xTITAN X:12GB") or a list of
@@ -255,47 +280,41 @@ func (f *fileSpec) node(i int, fn fileNode) (Node, []error) {
 	}
 
 	n.Provisioner = mergeProvisioner(d.Provisioner, fn.Provisioner)
+	for key := range fn.Provisioner.Sections {
+		switch _, known := LookupKind(key); {
+		case key == n.Provisioner.Kind:
+		case known:
+			fail("provisioner."+key, "%s settings given but the provisioner is %q", key, n.Provisioner.Kind)
+		default:
+			fail("provisioner."+key, "unknown field (a provisioner's settings go under its kind: %s)", strings.Join(Kinds(), ", "))
+		}
+	}
 	return n, errs
 }
 
 // mergeProvisioner fills a node's provisioner from the defaults: all of it
 // when the node names none, field by field when both name the same kind.
 func mergeProvisioner(d, p fileProvisioner) Provisioner {
-	if p.Kind == "" && p.SSH == nil && p.Local == nil {
+	if p.Kind == "" && len(p.Sections) == 0 {
 		p = d
 	}
-	out := Provisioner{Kind: p.Kind, SSH: p.SSH, Local: p.Local}
-	if p.Kind == "" {
+	out := Provisioner{Kind: p.Kind}
+	if out.Kind == "" {
 		out.Kind = d.Kind
 	}
-	if out.Kind == KindSSH && d.Kind == KindSSH && d.SSH != nil {
-		s := SSH{}
-		if p.SSH != nil {
-			s = *p.SSH
+	sec := map[string]any{}
+	if d.Kind == out.Kind {
+		for k, v := range d.Sections[out.Kind] {
+			sec[k] = v
 		}
-		if s.User == "" {
-			s.User = d.SSH.User
-		}
-		if s.Port == 0 {
-			s.Port = d.SSH.Port
-		}
-		if s.KeyPath == "" {
-			s.KeyPath = d.SSH.KeyPath
-		}
-		if s.KnownHostsPath == "" {
-			s.KnownHostsPath = d.SSH.KnownHostsPath
-		}
-		if s.RemoteDir == "" {
-			s.RemoteDir = d.SSH.RemoteDir
-		}
-		out.SSH = &s
 	}
-	if out.SSH != nil {
-		cp := *out.SSH
-		out.SSH = &cp
+	for k, v := range p.Sections[out.Kind] {
+		sec[k] = v
 	}
-	if out.Local != nil {
-		out.Local = &Local{GPUs: slices.Clone(out.Local.GPUs)}
+	_, given := p.Sections[out.Kind]
+	_, defaulted := d.Sections[out.Kind]
+	if given || (defaulted && d.Kind == out.Kind) {
+		out.Settings = EncodeSettings(sec)
 	}
 	return out
 }
@@ -333,7 +352,6 @@ func (c *Cluster) Validate() error {
 		fail("", "nodes", "at least one node is required")
 	}
 	seen := map[string]int{}
-	gpuOwner := map[int]string{} // local GPU index -> node
 	for i, n := range c.Nodes {
 		ref := n.Name
 		if ref == "" {
@@ -372,13 +390,20 @@ func (c *Cluster) Validate() error {
 		}
 		validateResources(ref, n.Resources, fail)
 		validateProvisioner(ref, n, fail)
-		if n.Provisioner.Kind == KindLocal {
-			for _, g := range n.GPUIndices() {
-				if other, taken := gpuOwner[g]; taken && other != ref {
-					fail(ref, "provisioner.local.gpus", "GPU %d is already given to local node %q", g, other)
-				}
-				gpuOwner[g] = ref
+	}
+	for _, name := range Kinds() {
+		k, _ := LookupKind(name)
+		if k.CheckCluster == nil {
+			continue
+		}
+		var of []Node
+		for _, n := range c.Nodes {
+			if n.Provisioner.Kind == name {
+				of = append(of, n)
 			}
+		}
+		if len(of) > 0 {
+			k.CheckCluster(of, fail)
 		}
 	}
 	errs = append(errs, c.validateEndpoints()...)
@@ -410,60 +435,16 @@ func validateResources(ref string, r resources.Capacity, fail func(node, field, 
 
 func validateProvisioner(ref string, n Node, fail func(node, field, format string, a ...any)) {
 	p := n.Provisioner
-	switch p.Kind {
-	case "":
-		fail(ref, "provisioner.kind", "missing (want %s)", strings.Join(Kinds, ", "))
-		return
-	case KindLocal, KindSSH, KindStatic:
-	default:
-		fail(ref, "provisioner.kind", "unknown provisioner %q (want %s)", p.Kind, strings.Join(Kinds, ", "))
+	if p.Kind == "" {
+		fail(ref, "provisioner.kind", "missing (want %s)", strings.Join(Kinds(), ", "))
 		return
 	}
-	if p.SSH != nil && p.Kind != KindSSH {
-		fail(ref, "provisioner.ssh", "ssh settings given but the provisioner is %q", p.Kind)
+	k, ok := LookupKind(p.Kind)
+	if !ok {
+		fail(ref, "provisioner.kind", "unknown provisioner %q (want %s)", p.Kind, strings.Join(Kinds(), ", "))
+		return
 	}
-	if p.Local != nil && p.Kind != KindLocal {
-		fail(ref, "provisioner.local", "local settings given but the provisioner is %q", p.Kind)
-	}
-	switch p.Kind {
-	case KindSSH:
-		if n.Address == "" {
-			fail(ref, "address", "required for the ssh provisioner")
-		} else if strings.ContainsAny(n.Address, " /@") {
-			fail(ref, "address", "%q must be a host name or IP address (put the user in provisioner.ssh.user)", n.Address)
-		}
-		if s := p.SSH; s != nil {
-			if s.Port < 0 || s.Port > 65535 {
-				fail(ref, "provisioner.ssh.port", "%d is not a TCP port", s.Port)
-			}
-			if strings.ContainsAny(s.User, " '\"@:") {
-				fail(ref, "provisioner.ssh.user", "%q is not a user name", s.User)
-			}
-			if strings.ContainsAny(s.RemoteDir, "\x00\n") {
-				fail(ref, "provisioner.ssh.remote_dir", "contains a control character")
-			}
-		}
-	case KindLocal:
-		if p.Local != nil {
-			seen := map[int]bool{}
-			for _, g := range p.Local.GPUs {
-				if g < 0 || seen[g] {
-					fail(ref, "provisioner.local.gpus", "index %d is negative or repeated", g)
-				}
-				seen[g] = true
-			}
-			if len(p.Local.GPUs) > 0 && len(n.Resources.GPUs) > 0 {
-				want := n.GPUIndices()
-				have := make([]int, len(n.Resources.GPUs))
-				for i, g := range n.Resources.GPUs {
-					have[i] = g.Index
-				}
-				slices.Sort(want)
-				slices.Sort(have)
-				if !slices.Equal(want, have) {
-					fail(ref, "provisioner.local.gpus", "%v differs from the indices in resources.gpus %v", want, have)
-				}
-			}
-		}
+	if k.Check != nil {
+		k.Check(n, func(field, format string, a ...any) { fail(ref, field, format, a...) })
 	}
 }

@@ -4,22 +4,10 @@
 package spec
 
 import (
-	"slices"
-
 	"github.com/trainyard/trainyard/internal/agent/detect/gpudesc"
 	"github.com/trainyard/trainyard/internal/inference"
 	"github.com/trainyard/trainyard/internal/resources"
 )
-
-// Provisioner kinds.
-const (
-	KindLocal  = "local"  // agents are processes on the control-plane machine
-	KindSSH    = "ssh"    // agents are copied to and started on a host over SSH
-	KindStatic = "static" // agents are started by the operator (systemd, DaemonSet)
-)
-
-// Kinds lists the provisioner kinds a spec may name.
-var Kinds = []string{KindLocal, KindSSH, KindStatic}
 
 // Cluster is a validated cluster spec.
 type Cluster struct {
@@ -54,32 +42,6 @@ type Node struct {
 	Provisioner Provisioner        `json:"provisioner"`
 }
 
-// Provisioner says how the node's agent is started; only the settings of
-// its Kind are set.
-type Provisioner struct {
-	Kind  string `json:"kind"`
-	SSH   *SSH   `json:"ssh,omitempty"`
-	Local *Local `json:"local,omitempty"`
-}
-
-// SSH settings; empty fields take the provisioner's defaults (port 22, the
-// current user, ~/.ssh/id_ed25519, ~/.ssh/known_hosts,
-// .trainyard/agents/<node> under the remote home).
-type SSH struct {
-	User           string `json:"user,omitempty" yaml:"user,omitempty"`
-	Port           int    `json:"port,omitempty" yaml:"port,omitempty"`
-	KeyPath        string `json:"key,omitempty" yaml:"key,omitempty"`
-	KnownHostsPath string `json:"known_hosts,omitempty" yaml:"known_hosts,omitempty"`
-	RemoteDir      string `json:"remote_dir,omitempty" yaml:"remote_dir,omitempty"`
-}
-
-// Local settings: the physical GPU indices this agent may use. Local nodes
-// of one cluster share a machine, so their sets must not overlap (seed 004:
-// head GPU 0, worker i GPU i).
-type Local struct {
-	GPUs []int `json:"gpus,omitempty" yaml:"gpus,omitempty"`
-}
-
 // Node looks a node up by name.
 func (c *Cluster) Node(name string) (Node, bool) {
 	for _, n := range c.Nodes {
@@ -104,16 +66,3 @@ func (c *Cluster) Capacity() resources.Capacity {
 // GPUDescription is the node's expected GPUs in gpudesc syntax, ready for
 // `trainyard agent --gpus` ("none" for a GPU-less node).
 func (n Node) GPUDescription() string { return gpudesc.Format(n.Resources.GPUs) }
-
-// GPUIndices are the physical GPU indices the node's agent owns: the local
-// provisioner's list when given, else the expected GPUs' indices.
-func (n Node) GPUIndices() []int {
-	if n.Provisioner.Local != nil && len(n.Provisioner.Local.GPUs) > 0 {
-		return slices.Clone(n.Provisioner.Local.GPUs)
-	}
-	idx := make([]int, len(n.Resources.GPUs))
-	for i, g := range n.Resources.GPUs {
-		idx[i] = g.Index
-	}
-	return idx
-}

@@ -1,4 +1,4 @@
-package spec
+package spec_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/trainyard/trainyard/internal/cluster/spec"
+	"github.com/trainyard/trainyard/internal/provision/local"
+	"github.com/trainyard/trainyard/internal/provision/ssh"
+	_ "github.com/trainyard/trainyard/internal/provision/static"
 	"github.com/trainyard/trainyard/internal/resources"
 )
 
@@ -37,6 +41,10 @@ func TestParseErrors(t *testing.T) {
 			want: []string{`node "copper": provisioner.ssh.port`}},
 		{name: "settings of another kind", spec: "name: a\nnodes:\n- {name: copper, provisioner: {kind: static, ssh: {user: x}}}\n",
 			want: []string{`node "copper": provisioner.ssh: ssh settings given but the provisioner is "static"`}},
+		{name: "a section no kind owns", spec: "name: a\nnodes:\n- {name: copper, address: c, provisioner: {kind: ssh, sssh: {user: x}}}\n",
+			want: []string{`node "copper": provisioner.sssh: unknown field`}},
+		{name: "unknown field of a kind's section", spec: "name: a\nnodes:\n- {name: copper, address: c, provisioner: {kind: ssh, ssh: {usr: x}}}\n",
+			want: []string{`node "copper": provisioner.ssh:`, `unknown field "usr"`}},
 		{name: "bad GPU description", spec: "name: a\nnodes:\n- {name: zinc, resources: {gpus: \"2xGTX 1080 Ti\"}, provisioner: {kind: static}}\n",
 			want: []string{`node "zinc": resources.gpus:`, "want MODEL:VRAM"}},
 		{name: "bad GPU list", spec: "name: a\nnodes:\n- {name: zinc, resources: {gpus: [{model: A, vram_mb: 0}]}, provisioner: {kind: static}}\n",
@@ -57,7 +65,7 @@ func TestParseErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse([]byte(tt.spec))
+			c, err := spec.Parse([]byte(tt.spec))
 			if err == nil {
 				t.Fatalf("Parse accepted it: %+v", c)
 			}
@@ -71,15 +79,15 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestFieldErrorsAreInspectable(t *testing.T) {
-	_, err := Parse([]byte("name: a\nnodes:\n- {name: nickel, provisioner: {kind: slurm}}\n"))
-	var fe *FieldError
+	_, err := spec.Parse([]byte("name: a\nnodes:\n- {name: nickel, provisioner: {kind: slurm}}\n"))
+	var fe *spec.FieldError
 	if !errors.As(err, &fe) || fe.Node != "nickel" || fe.Field != "provisioner.kind" {
 		t.Fatalf("errors.As FieldError: %+v from %v", fe, err)
 	}
 }
 
 func TestDefaultsMerge(t *testing.T) {
-	c, err := Parse([]byte(`
+	c, err := spec.Parse([]byte(`
 name: a
 defaults:
   provider: vast
@@ -100,32 +108,48 @@ nodes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Node{
+	sshOf := func(n spec.Node) ssh.Settings {
+		s, err := ssh.SettingsOf(n)
+		if err != nil {
+			t.Fatalf("%s: %v", n.Name, err)
+		}
+		return s
+	}
+	want := []spec.Node{
 		{Name: "n1", Address: "h1", Provider: "vast", Ephemeral: true, Labels: map[string]string{"tier": "3", "role": "selfplay"},
 			Resources:   resources.Capacity{CPUs: 8, MemoryMB: 32768, GPUs: []resources.GPU{{Index: 0, Model: "RTX 3060", VRAMMB: 12288}}},
-			Provisioner: Provisioner{Kind: "ssh", SSH: &SSH{User: "root", Port: 2222, KeyPath: "/k", KnownHostsPath: "/kh"}}},
+			Provisioner: spec.Provisioner{Kind: "ssh"}},
 		{Name: "n2", Address: "h2", Provider: "vast", Ephemeral: false, Labels: map[string]string{"tier": "3", "role": "training"},
 			Resources:   resources.Capacity{CPUs: 8, MemoryMB: 32768, GPUs: []resources.GPU{{Index: 0, Model: "RTX 4090", VRAMMB: 24576}, {Index: 1, Model: "RTX 4090", VRAMMB: 24576}}},
-			Provisioner: Provisioner{Kind: "ssh", SSH: &SSH{User: "root", Port: 22, KeyPath: "/k", KnownHostsPath: "/kh"}}},
+			Provisioner: spec.Provisioner{Kind: "ssh"}},
 		{Name: "n3", Provider: "vast", Ephemeral: true, Labels: map[string]string{"tier": "3", "role": "selfplay"},
 			Resources:   resources.Capacity{CPUs: 8, MemoryMB: 32768, GPUs: []resources.GPU{{Index: 0, Model: "RTX 3060", VRAMMB: 12288}}},
-			Provisioner: Provisioner{Kind: "static"}},
+			Provisioner: spec.Provisioner{Kind: "static"}},
 	}
-	if !reflect.DeepEqual(c.Nodes, want) {
+	// The ssh sections, field by field: the defaults', the node's port.
+	wantSSH := []ssh.Settings{{User: "root", Port: 2222, KeyPath: "/k", KnownHostsPath: "/kh"}, {User: "root", Port: 22, KeyPath: "/k", KnownHostsPath: "/kh"}}
+	for i, w := range wantSSH {
+		if got := sshOf(c.Nodes[i]); got != w {
+			t.Errorf("%s: ssh settings %+v, want %+v", c.Nodes[i].Name, got, w)
+		}
+	}
+	if len(c.Nodes[2].Provisioner.Settings) != 0 {
+		t.Errorf("n3 (static): settings %s, want none", c.Nodes[2].Provisioner.Settings)
+	}
+	got := append([]spec.Node{}, c.Nodes...)
+	for i := range got {
+		got[i].Provisioner.Settings = nil
+	}
+	if !reflect.DeepEqual(got, want) {
 		g, _ := json.MarshalIndent(c.Nodes, "", " ")
 		t.Fatalf("got %s", g)
-	}
-	// Defaults are copied, not shared.
-	c.Nodes[0].Provisioner.SSH.User = "changed"
-	if c.Nodes[1].Provisioner.SSH.User != "root" {
-		t.Fatal("nodes share the default ssh settings")
 	}
 }
 
 // The API's JSON form (what Cluster marshals to) parses back to the same
 // cluster.
 func TestJSONRoundTrip(t *testing.T) {
-	c1, err := ParseFile("../../../deploy/examples/lab.yaml")
+	c1, err := spec.ParseFile("../../../deploy/examples/lab.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +157,7 @@ func TestJSONRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, err := Parse(b)
+	c2, err := spec.Parse(b)
 	if err != nil {
 		t.Fatalf("parse own JSON %s: %v", b, err)
 	}
@@ -167,7 +191,7 @@ func TestExamples(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			c, err := ParseFile(f)
+			c, err := spec.ParseFile(f)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,7 +215,7 @@ func TestExamples(t *testing.T) {
 		})
 	}
 	// Seed 000's totals: 6x7.5 + 2x63.5 CPUs, 6x30 + 2x127 GiB.
-	c, err := ParseFile("../../../deploy/examples/g5-pool.yaml")
+	c, err := spec.ParseFile("../../../deploy/examples/g5-pool.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,74 +223,31 @@ func TestExamples(t *testing.T) {
 		t.Fatalf("g5 pool capacity %+v", capa)
 	}
 	// Seed 001: platinum is the head, on GPU 0, with the GTX 1660.
-	lab, err := ParseFile("../../../deploy/examples/lab.yaml")
+	lab, err := spec.ParseFile("../../../deploy/examples/lab.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	p, ok := lab.Node("platinum")
-	if !ok || p.GPUDescription() != "0:GTX 1660:6144" || !reflect.DeepEqual(p.GPUIndices(), []int{0}) {
+	if !ok || p.GPUDescription() != "0:GTX 1660:6144" || !reflect.DeepEqual(local.GPUs(p), []int{0}) {
 		t.Fatalf("platinum: %+v", p)
 	}
-	if n, _ := lab.Node("nickel"); n.Provisioner.SSH == nil || n.Provisioner.SSH.User != "dhart" {
+	if n, _ := lab.Node("nickel"); n.Provisioner.Kind != "ssh" || sshSettings(t, n).User != "dhart" {
 		t.Fatalf("nickel: %+v", n)
 	}
 }
 
-func TestLocalCluster(t *testing.T) {
-	four := []resources.GPU{{Index: 0, Model: "A", VRAMMB: 1}, {Index: 1, Model: "A", VRAMMB: 1}, {Index: 2, Model: "A", VRAMMB: 1}, {Index: 3, Model: "A", VRAMMB: 1}}
-	tests := []struct {
-		name    string
-		workers int
-		gpus    []resources.GPU
-		names   []string
-		gpuIdx  [][]int
-		err     string
-	}{
-		{name: "head only", workers: 0, gpus: four, names: []string{"head"}, gpuIdx: [][]int{{0}}},
-		{name: "head and two workers", workers: 2, gpus: four, names: []string{"head", "worker-1", "worker-2"}, gpuIdx: [][]int{{0}, {1}, {2}}},
-		{name: "no GPUs known", workers: 1, names: []string{"head", "worker-1"}, gpuIdx: [][]int{{}, {}}},
-		{name: "more workers than GPUs", workers: 4, gpus: four, err: `no free GPU for node "worker-4"`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c, err := LocalCluster("dev", tt.workers, tt.gpus)
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("error = %v, want %q", err, tt.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, n := range c.Nodes {
-				if n.Name != tt.names[i] || !reflect.DeepEqual(n.GPUIndices(), tt.gpuIdx[i]) {
-					t.Fatalf("node %d = %s %v, want %s %v", i, n.Name, n.GPUIndices(), tt.names[i], tt.gpuIdx[i])
-				}
-			}
-		})
-	}
-	// add_ray_worker.sh: the next worker takes the next free GPU, and the
-	// one after the last GPU is refused.
-	c, err := LocalCluster("dev", 2, four)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := AddLocalWorker(c, four)
-	if err != nil || n.Name != "worker-3" || !reflect.DeepEqual(n.GPUIndices(), []int{3}) {
-		t.Fatalf("AddLocalWorker = %+v, %v", n, err)
-	}
-	if _, err := AddLocalWorker(c, four); err == nil {
-		t.Fatal("a fifth node got a GPU on a four-GPU machine")
-	}
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestParseFileMissing(t *testing.T) {
-	_, err := ParseFile(filepath.Join(t.TempDir(), "nope.yaml"))
+	_, err := spec.ParseFile(filepath.Join(t.TempDir(), "nope.yaml"))
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("err = %v", err)
 	}
+}
+
+func sshSettings(t *testing.T, n spec.Node) ssh.Settings {
+	t.Helper()
+	s, err := ssh.SettingsOf(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

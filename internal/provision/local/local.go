@@ -44,7 +44,7 @@ func New(stateDir string) *Provisioner {
 var _ provision.Provisioner = (*Provisioner)(nil)
 
 func (p *Provisioner) dir(node spec.Node) (string, error) {
-	if node.Provisioner.Kind != spec.KindLocal {
+	if node.Provisioner.Kind != Kind {
 		return "", fmt.Errorf("node %q: provisioner is %q, not local", node.Name, node.Provisioner.Kind)
 	}
 	if node.Name == "" || strings.ContainsAny(node.Name, "/\x00") || node.Name == "." || node.Name == ".." {
@@ -80,7 +80,7 @@ func (p *Provisioner) Start(ctx context.Context, node spec.Node, l provision.Age
 	}
 	// A node given GPUs (described, or provisioner.local.gpus) sees only
 	// those; one given none sees the machine's, as nvidia-smi reports them.
-	if idx := node.GPUIndices(); len(idx) > 0 {
+	if idx := GPUs(node); len(idx) > 0 {
 		ids := make([]string, len(idx))
 		for i, g := range idx {
 			ids[i] = strconv.Itoa(g)
@@ -99,7 +99,7 @@ func (p *Provisioner) Start(ctx context.Context, node spec.Node, l provision.Age
 	if err != nil {
 		return provision.Handle{}, fmt.Errorf("node %q: %w", node.Name, err)
 	}
-	h := provision.Handle{Node: node.Name, Kind: spec.KindLocal, PID: res.PID, Dir: res.Dir, Started: res.Started}
+	h := provision.Handle{Node: node.Name, Kind: Kind, PID: res.PID, Dir: res.Dir, Started: res.Started}
 	if res.Started {
 		if err := lifecycle.CheckStaysUp(ctx, r, dir, p.StartCheck); err != nil {
 			return provision.Handle{}, fmt.Errorf("node %q: %w", node.Name, err)

@@ -60,7 +60,7 @@ func TestStartThreeAgentsWithOwnGPUs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := spec.LocalCluster("dev", 2, gpus)
+	c, err := Cluster("dev", 2, gpus)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestLifecycle(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newProvisioner(t)
 			p.Grace = tt.grace
-			node := spec.Node{Name: "n1", Provisioner: spec.Provisioner{Kind: spec.KindLocal}}
+			node := spec.Node{Name: "n1", Provisioner: spec.Provisioner{Kind: Kind}}
 			stopAll(t, p, node)
 			marker := filepath.Join(t.TempDir(), "marker")
 			launch := provision.AgentLaunch{Binary: fakeAgent, Args: append([]string{"-marker", marker}, tt.args...)}
@@ -199,15 +199,15 @@ func TestStartFailures(t *testing.T) {
 		launch provision.AgentLaunch
 		err    []string
 	}{
-		{name: "agent exits at once", node: spec.Node{Name: "iron", Provisioner: spec.Provisioner{Kind: spec.KindLocal}},
+		{name: "agent exits at once", node: spec.Node{Name: "iron", Provisioner: spec.Provisioner{Kind: Kind}},
 			launch: provision.AgentLaunch{Binary: fakeAgent, Args: []string{"-exit-now"}},
 			err:    []string{`node "iron"`, "exited right after start", "refusing to start"}},
-		{name: "missing binary", node: spec.Node{Name: "iron", Provisioner: spec.Provisioner{Kind: spec.KindLocal}},
+		{name: "missing binary", node: spec.Node{Name: "iron", Provisioner: spec.Provisioner{Kind: Kind}},
 			launch: provision.AgentLaunch{Binary: "/nonexistent/trainyard"},
 			err:    []string{`node "iron"`, "/nonexistent/trainyard"}},
-		{name: "not a local node", node: spec.Node{Name: "zinc", Provisioner: spec.Provisioner{Kind: spec.KindSSH}},
+		{name: "not a local node", node: spec.Node{Name: "zinc", Provisioner: spec.Provisioner{Kind: "ssh"}},
 			launch: provision.AgentLaunch{Binary: fakeAgent}, err: []string{`node "zinc": provisioner is "ssh", not local`}},
-		{name: "reserved variable", node: spec.Node{Name: "iron", Provisioner: spec.Provisioner{Kind: spec.KindLocal}},
+		{name: "reserved variable", node: spec.Node{Name: "iron", Provisioner: spec.Provisioner{Kind: Kind}},
 			launch: provision.AgentLaunch{Binary: fakeAgent, Env: map[string]string{provision.EnvAgentDir: "/x"}},
 			err:    []string{`node "iron"`, "set by the provisioner"}},
 	}
@@ -223,7 +223,7 @@ func TestStartFailures(t *testing.T) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
 			}
-			if tt.node.Provisioner.Kind == spec.KindLocal {
+			if tt.node.Provisioner.Kind == Kind {
 				if alive, err := p.Alive(ctx, tt.node, provision.Handle{}); err != nil || alive {
 					t.Fatalf("after failed start: Alive = %v, %v", alive, err)
 				}
@@ -237,7 +237,7 @@ func TestStartFailures(t *testing.T) {
 func TestAgentOutlivesControlPlane(t *testing.T) {
 	state := t.TempDir()
 	marker := filepath.Join(t.TempDir(), "marker")
-	node := spec.Node{Name: "platinum", Provisioner: spec.Provisioner{Kind: spec.KindLocal}}
+	node := spec.Node{Name: "platinum", Provisioner: spec.Provisioner{Kind: Kind}}
 	p := New(state)
 	stopAll(t, p, node)
 
@@ -283,7 +283,7 @@ func TestAgentOutlivesControlPlane(t *testing.T) {
 
 func controlPlane() {
 	p := New(os.Getenv("LOCAL_TEST_CONTROL_PLANE"))
-	node := spec.Node{Name: "platinum", Provisioner: spec.Provisioner{Kind: spec.KindLocal}}
+	node := spec.Node{Name: "platinum", Provisioner: spec.Provisioner{Kind: Kind}}
 	h, err := p.Start(context.Background(), node, provision.AgentLaunch{
 		Binary: os.Getenv("LOCAL_TEST_AGENT"), Args: []string{"-marker", os.Getenv("LOCAL_TEST_MARKER")},
 	})
@@ -301,7 +301,7 @@ func controlPlane() {
 // started at another time is not the agent, nor is a reused pid.
 func TestPidFileNamesOneProcess(t *testing.T) {
 	p := newProvisioner(t)
-	node := spec.Node{Name: "n-pid", Provisioner: spec.Provisioner{Kind: spec.KindLocal}}
+	node := spec.Node{Name: "n-pid", Provisioner: spec.Provisioner{Kind: Kind}}
 	stopAll(t, p, node)
 	ctx := context.Background()
 	h, err := p.Start(ctx, node, provision.AgentLaunch{Binary: fakeAgent, Args: []string{"-marker", filepath.Join(t.TempDir(), "m")}})

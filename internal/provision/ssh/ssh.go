@@ -60,15 +60,15 @@ type settings struct {
 }
 
 func resolve(node spec.Node) (settings, error) {
-	if node.Provisioner.Kind != spec.KindSSH {
+	if node.Provisioner.Kind != Kind {
 		return settings{}, fmt.Errorf("node %q: provisioner is %q, not ssh", node.Name, node.Provisioner.Kind)
 	}
 	if node.Address == "" {
 		return settings{}, fmt.Errorf("node %q: no address to connect to", node.Name)
 	}
-	var s spec.SSH
-	if node.Provisioner.SSH != nil {
-		s = *node.Provisioner.SSH
+	s, err := SettingsOf(node)
+	if err != nil {
+		return settings{}, fmt.Errorf("node %q: provisioner.ssh: %w", node.Name, err)
 	}
 	out := settings{user: s.User, key: s.KeyPath, knownHosts: s.KnownHostsPath, dir: s.RemoteDir}
 	if out.user == "" {
@@ -83,7 +83,6 @@ func resolve(node spec.Node) (settings, error) {
 		port = 22
 	}
 	out.addr = net.JoinHostPort(node.Address, strconv.Itoa(port))
-	var err error
 	if out.key, err = expandHome(out.key, "~/.ssh/id_ed25519"); err != nil {
 		return settings{}, fmt.Errorf("node %q: %w", node.Name, err)
 	}
@@ -262,7 +261,7 @@ func (p *Provisioner) Start(ctx context.Context, node spec.Node, l provision.Age
 	}
 	defer c.Close()
 	r := runner{c}
-	h := provision.Handle{Node: node.Name, Kind: spec.KindSSH}
+	h := provision.Handle{Node: node.Name, Kind: Kind}
 
 	st, err := lifecycle.Status(ctx, r, s.dir, AgentFile)
 	if err != nil {

@@ -53,7 +53,7 @@ func TestStartStopOverSSH(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		remoteDir := n.Provisioner.SSH.RemoteDir
+		remoteDir := settingsOf(t, n).RemoteDir
 		if !h.Started || h.PID <= 0 || h.Dir != remoteDir {
 			t.Fatalf("%s: handle %+v", n.Name, h)
 		}
@@ -150,25 +150,25 @@ func TestStartFailures(t *testing.T) {
 
 	tests := []struct {
 		name   string
-		edit   func(n *spec.Node)
+		edit   func(s *Settings)
 		launch provision.AgentLaunch
 		err    []string
 	}{
-		{name: "bad key", edit: func(n *spec.Node) { n.Provisioner.SSH.KeyPath = otherKey },
+		{name: "bad key", edit: func(s *Settings) { s.KeyPath = otherKey },
 			err: []string{`node "copper"`, "ssh key " + otherKey + " not accepted"}},
-		{name: "missing key file", edit: func(n *spec.Node) { n.Provisioner.SSH.KeyPath = otherKey + ".missing" },
+		{name: "missing key file", edit: func(s *Settings) { s.KeyPath = otherKey + ".missing" },
 			err: []string{`node "copper": read ssh key`, "no such file"}},
-		{name: "not a key", edit: func(n *spec.Node) { n.Provisioner.SSH.KeyPath = notAKey },
+		{name: "not a key", edit: func(s *Settings) { s.KeyPath = notAKey },
 			err: []string{`node "copper": parse ssh key`}},
-		{name: "unknown host key", edit: func(n *spec.Node) { n.Provisioner.SSH.KnownHostsPath = emptyKnownHosts },
+		{name: "unknown host key", edit: func(s *Settings) { s.KnownHostsPath = emptyKnownHosts },
 			err: []string{`node "copper": host key of 127.0.0.1:`, "is not in " + emptyKnownHosts}},
-		{name: "changed host key", edit: func(n *spec.Node) { n.Provisioner.SSH.KnownHostsPath = wrongKnownHosts },
+		{name: "changed host key", edit: func(s *Settings) { s.KnownHostsPath = wrongKnownHosts },
 			err: []string{`node "copper": HOST KEY MISMATCH`}},
-		{name: "unreachable host", edit: func(n *spec.Node) { n.Provisioner.SSH.Port = sshtest.FreePort(t) },
+		{name: "unreachable host", edit: func(s *Settings) { s.Port = sshtest.FreePort(t) },
 			err: []string{`node "copper": connect to 127.0.0.1:`, "connection refused"}},
-		{name: "wrong user", edit: func(n *spec.Node) { n.Provisioner.SSH.User = "nobody" },
+		{name: "wrong user", edit: func(s *Settings) { s.User = "nobody" },
 			err: []string{`node "copper"`, "not accepted for nobody@"}},
-		{name: "copy fails", edit: func(n *spec.Node) { n.Provisioner.SSH.RemoteDir = filepath.Join(aFile, "agent") },
+		{name: "copy fails", edit: func(s *Settings) { s.RemoteDir = filepath.Join(aFile, "agent") },
 			err: []string{`node "copper"`, "copy " + AgentFile}},
 		{name: "agent exits at once", launch: provision.AgentLaunch{Binary: fakeAgent, Args: []string{"-exit-now"}},
 			err: []string{`node "copper"`, "exited right after start", "refusing to start"}},
@@ -178,10 +178,12 @@ func TestStartFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := s.Node(t, "copper")
-			n.Provisioner.SSH.RemoteDir = filepath.Join(t.TempDir(), "copper")
+			set := settingsOf(t, n)
+			set.RemoteDir = filepath.Join(t.TempDir(), "copper")
 			if tt.edit != nil {
-				tt.edit(&n)
+				tt.edit(&set)
 			}
+			Set(&n, set)
 			launch := tt.launch
 			if launch.Binary == "" {
 				launch = provision.AgentLaunch{Binary: fakeAgent, Args: []string{"-marker", filepath.Join(t.TempDir(), "marker")}}
@@ -199,7 +201,9 @@ func TestStartFailures(t *testing.T) {
 			}
 			// Nothing half-started: check with the good settings.
 			good := s.Node(t, "copper")
-			good.Provisioner.SSH.RemoteDir = n.Provisioner.SSH.RemoteDir
+			gs := settingsOf(t, good)
+			gs.RemoteDir = set.RemoteDir
+			Set(&good, gs)
 			if alive, err := p.Alive(ctx, good, provision.Handle{}); err != nil || alive {
 				t.Fatalf("after failed start: Alive = %v, %v", alive, err)
 			}
@@ -233,4 +237,13 @@ func TestKnownAlgorithms(t *testing.T) {
 			t.Errorf("knownAlgorithms(%s) = %v, want %v", tt.addr, got, tt.want)
 		}
 	}
+}
+
+func settingsOf(t testing.TB, n spec.Node) Settings {
+	t.Helper()
+	s, err := SettingsOf(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -1,5 +1,6 @@
-// Package sshtest starts a real OpenSSH server on 127.0.0.1 for a test,
-// with throwaway host and user keys, logging in as the current user.
+// Package sshtest starts a real OpenSSH server for a test (on 127.0.0.1,
+// or inside a test host), with throwaway host and user keys, logging in as
+// the current user.
 package sshtest
 
 import (
@@ -13,6 +14,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 // host and user keys, logging in as the current user.
 type Server struct {
 	Dir        string
+	Addr       string // where it listens
 	Port       int
 	HostKey    xssh.PublicKey
 	UserKey    string // private key file
@@ -82,12 +85,33 @@ func FreePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// Start runs sshd until the test ends; it fails the test (or skips it, when
-// TRAINYARD_REQUIRE_SSHD is unset and no sshd is installed).
-func Start(t testing.TB) *Server {
+// Options say where the server runs.
+type Options struct {
+	// Listen is its address (default 127.0.0.1).
+	Listen string
+	// Command makes its process (default exec.Command); a test host's
+	// Command runs it inside the host's network namespace.
+	Command func(name string, args ...string) *exec.Cmd
+	// SetEnv are KEY=VALUE pairs sshd sets in every session (SetEnv),
+	// after its own (HOME=... gives the login another home).
+	SetEnv []string
+}
+
+// Start runs sshd on 127.0.0.1 until the test ends; it fails the test (or
+// skips it, when TRAINYARD_REQUIRE_SSHD is unset and no sshd is installed).
+func Start(t testing.TB) *Server { return StartWith(t, Options{}) }
+
+// StartWith is Start where o says.
+func StartWith(t testing.TB, o Options) *Server {
 	t.Helper()
 	bin := findSSHD(t)
-	s := &Server{Dir: t.TempDir()}
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1"
+	}
+	if o.Command == nil {
+		o.Command = exec.Command
+	}
+	s := &Server{Dir: t.TempDir(), Addr: o.Listen}
 	// Privilege separation directory Debian's sshd insists on (systemd
 	// creates it on a real host).
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
@@ -105,7 +129,7 @@ func Start(t testing.TB) *Server {
 		s.Port = FreePort(t)
 		cfg := filepath.Join(s.Dir, "sshd_config")
 		conf := fmt.Sprintf(`Port %d
-ListenAddress 127.0.0.1
+ListenAddress %s
 HostKey %s
 PidFile %s
 AuthorizedKeysFile %s
@@ -118,7 +142,10 @@ PermitRootLogin prohibit-password
 AllowTcpForwarding no
 X11Forwarding no
 LogLevel VERBOSE
-`, s.Port, hostKeyFile, filepath.Join(s.Dir, "sshd.pid"), auth)
+`, s.Port, s.Addr, hostKeyFile, filepath.Join(s.Dir, "sshd.pid"), auth)
+		if len(o.SetEnv) > 0 {
+			conf += "SetEnv " + strings.Join(o.SetEnv, " ") + "\n"
+		}
 		if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +153,7 @@ LogLevel VERBOSE
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(bin, "-D", "-e", "-f", cfg)
+		cmd := o.Command(bin, "-D", "-e", "-f", cfg)
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start sshd: %v", err)
@@ -147,7 +174,7 @@ LogLevel VERBOSE
 		}
 	}
 	s.KnownHosts = filepath.Join(s.Dir, "known_hosts")
-	line := knownhosts.Line([]string{knownhosts.Normalize("127.0.0.1:" + strconv.Itoa(s.Port))}, s.HostKey)
+	line := knownhosts.Line([]string{knownhosts.Normalize(net.JoinHostPort(s.Addr, strconv.Itoa(s.Port)))}, s.HostKey)
 	if err := os.WriteFile(s.KnownHosts, []byte(line+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +191,7 @@ func (s *Server) waitListening(exited <-chan struct{}) bool {
 			return false
 		default:
 		}
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(s.Port), time.Second)
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(s.Addr, strconv.Itoa(s.Port)), time.Second)
 		if err == nil {
 			c.Close()
 			return true
@@ -182,10 +209,12 @@ func (s *Server) Node(t testing.TB, name string) spec.Node {
 	}
 	return spec.Node{
 		Name:    name,
-		Address: "127.0.0.1",
-		Provisioner: spec.Provisioner{Kind: spec.KindSSH, SSH: &spec.SSH{
-			User: u.Username, Port: s.Port, KeyPath: s.UserKey, KnownHostsPath: s.KnownHosts,
-			RemoteDir: filepath.Join(s.Dir, "remote", name),
-		}},
+		Address: s.Addr,
+		// The section as a spec file gives it (sshtest cannot import the
+		// ssh package, whose tests use it).
+		Provisioner: spec.Provisioner{Kind: "ssh", Settings: spec.EncodeSettings(map[string]any{
+			"user": u.Username, "port": s.Port, "key": s.UserKey, "known_hosts": s.KnownHosts,
+			"remote_dir": filepath.Join(s.Dir, "remote", name),
+		})},
 	}
 }

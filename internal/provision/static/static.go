@@ -11,6 +11,19 @@ import (
 	"github.com/trainyard/trainyard/internal/provision"
 )
 
+// Kind is the provisioner kind's name in a spec.
+const Kind = "static"
+
+// Static nodes take no settings; their agents are started by the operator,
+// so `cluster up` prints their join commands.
+func init() {
+	spec.Register(spec.Kind{Name: Kind, Check: func(n spec.Node, fail func(field, format string, a ...any)) {
+		if len(n.Provisioner.Settings) > 0 {
+			fail("provisioner.static", "the static provisioner takes no settings")
+		}
+	}, StartedByOperator: true})
+}
+
 // Provisioner is the static provisioner.
 type Provisioner struct{}
 
@@ -20,7 +33,7 @@ func New() Provisioner { return Provisioner{} }
 var _ provision.Provisioner = Provisioner{}
 
 func check(node spec.Node) error {
-	if node.Provisioner.Kind != spec.KindStatic {
+	if node.Provisioner.Kind != Kind {
 		return fmt.Errorf("node %q: provisioner is %q, not static", node.Name, node.Provisioner.Kind)
 	}
 	return nil
@@ -31,7 +44,7 @@ func (Provisioner) Start(_ context.Context, node spec.Node, _ provision.AgentLau
 	if err := check(node); err != nil {
 		return provision.Handle{}, err
 	}
-	return provision.Handle{Node: node.Name, Kind: spec.KindStatic}, nil
+	return provision.Handle{Node: node.Name, Kind: Kind}, nil
 }
 
 // Stop does nothing: stopping an operator-run agent is the operator's call

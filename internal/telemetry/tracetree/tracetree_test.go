@@ -115,7 +115,7 @@ func TestTrainingRunIsOneTrace(t *testing.T) {
 	secrets := make(chan string, 4)
 	control := worker.New(tc, workflows.ControlTaskQueue, worker.Options{Identity: "control@test"})
 	workflows.Register(control, workflows.Deps{Store: store, Plugins: rt, Client: tc, Identity: "control@test",
-		Provisioners: provision.Set{spec.KindStatic: static.New()},
+		Provisioners: provision.Set{static.Kind: static.New()},
 		Launch: func(_ string, _ spec.Node, secret string, _ time.Duration) provision.AgentLaunch {
 			select {
 			case secrets <- secret:

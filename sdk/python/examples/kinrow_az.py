@@ -7,6 +7,13 @@ evaluator and as the trainer of the next candidate, in one file.
     # train on a window of NPZ exports, from the best model, into OUT_DIR
     python3 kinrow_az.py train --data gen-000003/selfplay.npz ... --init BEST_DIR --out OUT_DIR
 
+In a self-play loop's ``model:`` section (docs/selfplay.md) the two commands
+are just ``kinrow_az.py serve`` and ``kinrow_az.py train``: every flag
+defaults to the variable the platform sets (TRAINYARD_MODEL_DIR,
+TRAINYARD_EVAL_SOCKET, TRAINYARD_OBS_SHAPE, TRAINYARD_DATASETS,
+TRAINYARD_BEST_MODEL_DIR, TRAINYARD_OUTPUT_DIR, TRAINYARD_NUM_PLAYERS,
+TRAINYARD_SEED).
+
 The network: the observation (players + 1 planes of the board's cells: own
 stones, each opponent in turn order, empty cells) as image planes when the
 board is square (a residual tower of 3x3 convolutions), else as one vector
@@ -157,25 +164,35 @@ def train(a):
     print("trained %d steps on %d positions in %.1fs on %s; wrote %s" % (a.steps, n, time.time() - start, dev, a.out), flush=True)
 
 
+def env(name, default=None, kind=str):
+    v = os.environ.get(name, "")
+    return kind(v) if v else default
+
+
 def main():
+    shape = [int(d) for d in env("TRAINYARD_OBS_SHAPE", "3,64").split(",")]
+    planes, cells = (shape[0], int(np.prod(shape[1:]))) if len(shape) > 1 else (1, shape[0])
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve", help="serve the model to the engine's search")
-    s.add_argument("--model-dir", help="a model directory; without one, a fresh network")
+    s.add_argument("--model-dir", default=env("TRAINYARD_MODEL_DIR"), help="a model directory (default: $TRAINYARD_MODEL_DIR); without one, a fresh network")
     s.add_argument("--socket", help="default: $TRAINYARD_EVAL_SOCKET")
-    s.add_argument("--name", help="the model's name in games (default: the directory's)")
-    s.add_argument("--planes", type=int, default=3, help="fresh network: players + 1")
-    s.add_argument("--cells", type=int, default=64, help="fresh network: board cells")
-    s.add_argument("--players", type=int, default=2)
+    s.add_argument("--name", default=env("TRAINYARD_MODEL_NAME"), help="the model's name in games (default: $TRAINYARD_MODEL_NAME, else the directory's)")
+    s.add_argument("--planes", type=int, default=planes, help="fresh network: players + 1 (default: from $TRAINYARD_OBS_SHAPE)")
+    s.add_argument("--cells", type=int, default=cells, help="fresh network: board cells (default: from $TRAINYARD_OBS_SHAPE)")
+    s.add_argument("--players", type=int, default=env("TRAINYARD_NUM_PLAYERS", 2, int))
     t = sub.add_parser("train", help="train the next candidate on NPZ exports")
-    t.add_argument("--data", nargs="+", required=True, help="selfplay.npz files of the training window")
-    t.add_argument("--init", help="the best model's directory (default: a fresh network)")
-    t.add_argument("--out", required=True, help="the new model's directory")
-    t.add_argument("--players", type=int, default=2)
+    data = env("TRAINYARD_DATASETS")
+    t.add_argument("--data", nargs="+", required=not data, default=data.split(":") if data else None,
+                   help="selfplay.npz files of the training window (default: $TRAINYARD_DATASETS, colon-separated)")
+    t.add_argument("--init", default=env("TRAINYARD_BEST_MODEL_DIR"), help="the best model's directory (default: $TRAINYARD_BEST_MODEL_DIR, else a fresh network)")
+    out = env("TRAINYARD_OUTPUT_DIR")
+    t.add_argument("--out", required=not out, default=out, help="the new model's directory (default: $TRAINYARD_OUTPUT_DIR)")
+    t.add_argument("--players", type=int, default=env("TRAINYARD_NUM_PLAYERS", 2, int))
     t.add_argument("--steps", type=int, default=200)
     t.add_argument("--batch", type=int, default=256)
     t.add_argument("--lr", type=float, default=2e-3)
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--seed", type=int, default=env("TRAINYARD_SEED", 0, int) % (2**32))
     a = p.parse_args()
     torch.set_num_threads(max(1, int(os.environ.get("TRAINYARD_TORCH_THREADS", "1"))))
     serve(a) if a.cmd == "serve" else train(a)

@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/trainyard/trainyard/api"
+	"github.com/trainyard/trainyard/internal/pythontest"
+)
+
+// TestSelfplayWithYourModel (issue 32): a square8_2p loop whose model is
+// sdk/python/examples/kinrow_az.py on CPU torch, its evaluator and trainer
+// given as the loop's model commands, runs 3 generations on a two-node
+// cluster: the trainer's model directories land in S3, each candidate plays
+// its gauntlet through an evaluator of its own, and once one is promoted
+// the self-play games are played by it (and record its name). A loop whose
+// evaluator cannot start stops with the evaluator's own words as its
+// reason, not stuck.
+func TestSelfplayWithYourModel(t *testing.T) {
+	t.Parallel()
+	pythontest.Require(t, "TRAINYARD_REQUIRE_TORCH", "python-torch", "torch", "numpy")
+	dev, _ := selfplayDev(t)
+	example, err := filepath.Abs("../../sdk/python/examples/kinrow_az.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := func(args ...string) string {
+		b, _ := json.Marshal(append([]string{pythontest.Python, example}, args...))
+		return string(b)
+	}
+	start := func(cluster, evaluator string) {
+		body := fmt.Sprintf(`{"cluster":%q,"config":"square8_2p","settings":{"generations":3,"games_per_generation":24,"simulations":16,
+			"eval_games":8,"sync_interval":1000000000,"seed":11,"quality":{"min_games":24,"threshold":0.01},
+			"model":{"evaluator":%s,"trainer":%s,"max_batch":64}}}`, cluster, evaluator, cmd("train", "--steps", "60", "--batch", "64"))
+		if code, _, raw := dev.call("POST", "/v1/selfplay", dev.admin, body, nil); code != http.StatusCreated {
+			t.Fatalf("start loop on %s: %d %s", cluster, code, raw)
+		}
+	}
+
+	// A model command missing is the request's fault.
+	code, hdr, raw := dev.call("POST", "/v1/selfplay", dev.admin, `{"cluster":"lab","config":"square8_2p","settings":{"model":{"evaluator":["python3"],"trainer":[]}}}`, nil)
+	assertProblem(t, code, hdr, raw, http.StatusUnprocessableEntity, "body.settings.model.trainer")
+
+	// A second cluster for the loop whose evaluator dies at once.
+	cli(t, dev, "cluster", "up", "-f", writeFile(t, "crash.yaml", "name: crash\ndefaults: {provisioner: {kind: local}}\nnodes: [{name: crash-a}]\n"))
+	start("crash", `["sh","-c","echo 'CUDA error: out of memory (pretend)' >&2; exit 3"]`)
+
+	began := time.Now()
+	start("lab", cmd("serve"))
+	id := "lab/square8_2p"
+	sp := waitLoop(t, dev, id, 10*time.Minute, func(sp api.Selfplay) bool { return sp.Status != "running" })
+	if sp.Status != "completed" || sp.State.Completed != 3 {
+		t.Fatalf("loop: status %s phase %s (%s), %d completed, error %s", sp.Status, sp.State.Phase, sp.State.Reason, sp.State.Completed, sp.Error)
+	}
+	t.Logf("3 generations with kinrow_az.py as the model in %v", time.Since(began).Round(time.Second))
+	s3 := s3Client(t, dev, "")
+	promoted := ""
+	for _, g := range sp.State.Generations {
+		t.Logf("generation %d: %s, %d games by %s (evaluator batches of %.1f), %d positions, candidate %s (%s), gauntlet %+v",
+			g.N, g.State, g.Games, g.Players, g.EvalBatch, g.Positions, g.Model, g.ModelKey, g.Gauntlet)
+		if !strings.HasPrefix(g.ModelKey, "modeldir:") || len(g.Gauntlet) < 2 {
+			t.Fatalf("generation %d: candidate %q is not a model directory, or no gauntlet: %+v", g.N, g.ModelKey, g)
+		}
+		// The trainer's directory is in S3: its manifest, and the files
+		// kinrow_az.py writes.
+		run, seqS, _ := strings.Cut(strings.TrimPrefix(g.ModelKey, "modeldir:"), "/")
+		seq, _ := strconv.Atoi(seqS)
+		key := fmt.Sprintf("%s/modeldirs/runs/%s/%010d/manifest.json", sp.LoopID, run, seq)
+		obj, err := s3.GetObject(t.Context(), dev.ep.Bucket, key, minio.GetObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			Files []struct {
+				Path string `json:"path"`
+			} `json:"files"`
+		}
+		if err := json.NewDecoder(obj).Decode(&m); err != nil || len(m.Files) != 2 {
+			t.Fatalf("model directory %s: %+v, %v; want config.json and model.pt", key, m, err)
+		}
+		if promoted != "" && (g.Players != "mcts:"+promoted || g.EvalBatch < 2) {
+			t.Fatalf("generation %d played by %q (evaluator batches of %.1f) after %s was promoted: want its model, batched", g.N, g.Players, g.EvalBatch, promoted)
+		}
+		if g.Promoted {
+			promoted = g.Model
+		}
+	}
+	if promoted == "" {
+		t.Logf("no candidate was promoted in 3 generations: self-play stayed with the heuristic")
+	}
+
+	crash := waitLoop(t, dev, "crash/square8_2p", 5*time.Minute, func(sp api.Selfplay) bool { return sp.Status != "running" })
+	why := crash.Error + " " + crash.State.Reason
+	if crash.Status != "failed" || !strings.Contains(why, "model.evaluator") || !strings.Contains(why, "out of memory (pretend)") {
+		t.Fatalf("loop with a crashing evaluator: status %s, error %q, reason %q", crash.Status, crash.Error, crash.State.Reason)
+	}
+	if out := cli(t, dev, "selfplay", "show", "crash/square8_2p"); !strings.Contains(out, "out of memory (pretend)") {
+		t.Fatalf("selfplay show does not say why the loop failed:\n%s", out)
+	}
+	t.Logf("crashing evaluator: %s", crash.Error)
+}
