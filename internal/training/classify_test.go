@@ -43,3 +43,35 @@ func TestLoadCutShortIsNotFatal(t *testing.T) {
 		t.Errorf("fatal(%v) is not fatal", bad)
 	}
 }
+
+// TestCutShort: after its context ends, a call's failure is its
+// cancellation however the piece it was in put it (CI saw a rollout
+// worker killed mid-write fail with S3's request error, not
+// context.Canceled); before, the failure stands as it is.
+func TestCutShort(t *testing.T) {
+	live, ended := context.Background(), func() context.Context {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return ctx
+	}()
+	s3 := errors.New(`Put "http://127.0.0.1:9000/b/k": read: connection reset`)
+	trap := fmt.Errorf("%w: %w: guest exited", ErrFatal, pluginhost.ErrTrap)
+	for _, tc := range []struct {
+		ctx           context.Context
+		err           error
+		cancel, fatal bool
+	}{
+		{live, nil, false, false},
+		{live, s3, false, false},
+		{live, trap, false, true},
+		{ended, nil, false, false},
+		{ended, s3, true, false},
+		{ended, trap, true, false},
+		{ended, fmt.Errorf("x: %w", context.Canceled), true, false},
+	} {
+		got := cutShort(tc.ctx, tc.err)
+		if tc.err == nil && got != nil || errors.Is(got, context.Canceled) != tc.cancel || errors.Is(got, ErrFatal) != tc.fatal {
+			t.Errorf("cutShort(%v): %v (cancelled %v, fatal %v)", tc.err, got, errors.Is(got, context.Canceled), errors.Is(got, ErrFatal))
+		}
+	}
+}

@@ -186,7 +186,8 @@ func (s *session) publish(ctx context.Context, bus *objstore.Store, run string) 
 // RunDistributedSegment is RunSegment for rollout_workers > 0: the
 // learner steps no env; each iteration it publishes its weights, waits for
 // every worker's fragment of the next iteration, and learns from them.
-func (r *Runner) RunDistributedSegment(ctx context.Context, in SegmentInput, progress func(ppo.Metrics)) (SegmentResult, error) {
+func (r *Runner) RunDistributedSegment(ctx context.Context, in SegmentInput, progress func(ppo.Metrics)) (_ SegmentResult, err error) {
+	defer func() { err = cutShort(ctx, err) }()
 	var res SegmentResult
 	spec := in.Spec
 	if err := spec.Defaulted(); err != nil {
@@ -424,7 +425,8 @@ func workerSeed(seed uint64, worker, start int) uint64 {
 // RunRollouts is one rollout worker: it loads the env plugin, then until
 // the run ends acts with each new weight version the trainer publishes and
 // writes the fragment. progress is called after every fragment.
-func (r *Runner) RunRollouts(ctx context.Context, in RolloutInput, progress func(RolloutStatus)) (RolloutStatus, error) {
+func (r *Runner) RunRollouts(ctx context.Context, in RolloutInput, progress func(RolloutStatus)) (_ RolloutStatus, err error) {
+	defer func() { err = cutShort(ctx, err) }()
 	st := RolloutStatus{Worker: in.Worker, Node: r.Node, WeightVersion: -1}
 	spec := in.Spec
 	if err := spec.Defaulted(); err != nil {

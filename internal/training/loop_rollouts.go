@@ -48,7 +48,8 @@ type LoopWorkerStatus struct {
 // pool already accepted (from a predecessor on another node) are skipped;
 // an episode whose attempt fails is replayed from its seed, waiting with
 // backoff while the endpoint is down, so nothing is lost or counted twice.
-func (r *Runner) RunLoopRollouts(ctx context.Context, in LoopRolloutInput, beat func(LoopWorkerStatus)) (LoopWorkerStatus, error) {
+func (r *Runner) RunLoopRollouts(ctx context.Context, in LoopRolloutInput, beat func(LoopWorkerStatus)) (_ LoopWorkerStatus, err error) {
+	defer func() { err = cutShort(ctx, err) }()
 	st := LoopWorkerStatus{Worker: in.Worker, Node: r.Node}
 	spec := in.Spec
 	if err := spec.Defaulted(); err != nil {

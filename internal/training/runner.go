@@ -196,7 +196,8 @@ func (r *Runner) Forget(run string) {
 
 // RunSegment trains up to in.Iterations iterations, then checkpoints.
 // progress is called after every iteration (for heartbeats).
-func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(ppo.Metrics)) (SegmentResult, error) {
+func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(ppo.Metrics)) (_ SegmentResult, err error) {
+	defer func() { err = cutShort(ctx, err) }()
 	var res SegmentResult
 	spec := in.Spec
 	if err := spec.Defaulted(); err != nil {
@@ -525,6 +526,17 @@ func classify(err error) error {
 		}
 	}
 	return err
+}
+
+// cutShort says a call that failed after its context ended was cancelled,
+// whatever the piece it was in reported: a rollout worker cancelled while
+// it wrote a fragment got minio's request error, which need not wrap
+// context.Canceled, and its activity failed as if S3 had.
+func cutShort(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return fmt.Errorf("%w (%v)", ctx.Err(), err)
 }
 
 // fatal marks err fatal, as a plugin that fails to load or start would
