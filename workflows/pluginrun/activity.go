@@ -9,6 +9,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
+	"github.com/trainyard/trainyard/internal/temporalx"
 )
 
 // ErrPluginFailed is the non-retryable error type for failures of the
@@ -23,6 +24,7 @@ type Activities struct {
 
 // Rollout loads the plugin and steps it with random actions.
 func (a *Activities) Rollout(ctx context.Context, in Input) (pluginhost.RolloutStats, error) {
+	defer temporalx.BeatEvery(ctx, beat)()
 	wasm, err := a.Store.Module(ctx, in.PluginID)
 	if err != nil {
 		return pluginhost.RolloutStats{}, err

@@ -30,11 +30,16 @@ type Input struct {
 	Seed     uint64 `json:"seed"`
 }
 
+// beat is how often a test run heartbeats.
+const beat = 5 * time.Second
+
 // Workflow runs one rollout activity; a plugin that traps or times out is
 // not retried, since it would fail the same way again.
 func Workflow(ctx workflow.Context, in Input) (pluginhost.RolloutStats, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
+		// A control worker killed mid-run costs one heartbeat timeout.
+		HeartbeatTimeout: 6 * beat,
 		RetryPolicy: &temporal.RetryPolicy{
 			MaximumAttempts:        3,
 			NonRetryableErrorTypes: []string{ErrPluginFailed},

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/trainyard/trainyard/internal/selfplay"
 	"github.com/trainyard/trainyard/internal/selfplay/npz"
 	"github.com/trainyard/trainyard/internal/selfplay/quality"
+	"github.com/trainyard/trainyard/internal/temporalx"
 )
 
 // Activities run on the control plane.
@@ -25,7 +25,7 @@ type Activities struct {
 // SelfplayExport grades a generation's synced games with the quality gate and,
 // when they pass, writes the clean ones as a NumPy .npz to S3.
 func (a *Activities) SelfplayExport(ctx context.Context, in ExportInput) (ExportResult, error) {
-	defer beatEvery(ctx, exportBeat)()
+	defer temporalx.BeatEvery(ctx, exportBeat)()
 	numbered, shape, err := ReadGames(ctx, a.Store, in.LoopID, in.Generation)
 	if err != nil {
 		return ExportResult{}, err
@@ -57,27 +57,3 @@ func (a *Activities) SelfplayExport(ctx context.Context, in ExportInput) (Export
 
 // exportBeat is how often an export heartbeats.
 const exportBeat = 5 * time.Second
-
-// beatEvery heartbeats at once and then every d until the returned stop is
-// called, for activities whose work has no natural progress to report.
-func beatEvery(ctx context.Context, d time.Duration) (stop func()) {
-	activity.RecordHeartbeat(ctx)
-	done, exited := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(exited)
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx)
-			}
-		}
-	}()
-	// The last beat is over before the activity returns.
-	return func() { close(done); <-exited }
-}
