@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/trainyard/trainyard/api"
@@ -75,7 +76,7 @@ func newSelfplayCmd() *cobra.Command {
 	f.StringVar(&req.Game, "game", "", "game plugin (sha256, name@version or name; default kinrow-CONFIG)")
 	f.IntVar(&s.Generations, "generations", 0, "stop after this many generations (0: until stopped)")
 	f.IntVar(&s.GamesPerGeneration, "games", 0, "self-play games per generation (default 1000)")
-	f.IntVar(&s.Simulations, "simulations", 0, "MCTS simulations per move (default 64)")
+	searchFlags(f, s)
 	f.IntVar(&s.EvalGames, "eval-games", 0, "gauntlet games per opponent (default 40)")
 	f.IntVar(&s.MaxMoves, "max-moves", 0, "move cap per game (default: the board's cells)")
 	f.DurationVar(&sync, "sync-interval", 0, "how often a node uploads finished games (default 5s)")
@@ -234,7 +235,7 @@ func newScheduleCmd(cf *clientFlags) *cobra.Command {
 	f.IntVar(&req.SliceGenerations, "slice-generations", 0, "generations per slice (default 2)")
 	f.IntVar(&req.MaxSlices, "max-slices", 0, "stop after this many slices (0: until every target is met)")
 	f.IntVar(&req.Settings.GamesPerGeneration, "games", 0, "self-play games per generation (default 1000)")
-	f.IntVar(&req.Settings.Simulations, "simulations", 0, "MCTS simulations per move (default 64)")
+	searchFlags(f, &req.Settings)
 	f.IntVar(&req.Settings.EvalGames, "eval-games", 0, "gauntlet games per opponent (default 40)")
 	f.IntVar(&req.Settings.Quality.MinGames, "min-games", 0, "minimum games the quality gate needs (default 1000)")
 	f.DurationVar(&sync, "sync-interval", 0, "how often a node uploads finished games (default 5s)")
@@ -395,7 +396,7 @@ func newIdleCmd(cf *clientFlags) *cobra.Command {
 	f.DurationVar(&req.Poll, "poll", 0, "how often to look (default 1m)")
 	f.IntVar(&req.Settings.Generations, "generations", 0, "generations per started loop (0: until stopped)")
 	f.IntVar(&req.Settings.GamesPerGeneration, "games", 0, "self-play games per generation (default 1000)")
-	f.IntVar(&req.Settings.Simulations, "simulations", 0, "MCTS simulations per move (default 64)")
+	searchFlags(f, &req.Settings)
 	f.IntVar(&req.Settings.EvalGames, "eval-games", 0, "gauntlet games per opponent (default 40)")
 	f.IntVar(&req.Settings.Quality.MinGames, "min-games", 0, "minimum games the quality gate needs (default 1000)")
 	f.DurationVar(&sync, "sync-interval", 0, "how often a node uploads finished games (default 5s)")
@@ -498,4 +499,11 @@ func velocityText(v float64, note string) string {
 		return "too early"
 	}
 	return fmt.Sprintf("%.1f Elo/day", v)
+}
+
+// searchFlags are the search settings every command that starts loops
+// takes.
+func searchFlags(f *pflag.FlagSet, s *selfplay.Settings) {
+	f.IntVar(&s.Simulations, "simulations", 0, "MCTS simulations per move (default 64)")
+	f.StringVar(&s.Search, "search", "", "root search: puct (default) or gumbel (Gumbel MuZero's sequential halving: with a model, strong with few simulations)")
 }

@@ -55,7 +55,7 @@ func newPopulateCmd(cf *clientFlags) *cobra.Command {
 	f.IntVar(&req.Alerts.QueueDepthAbove, "alert-queue-depth", 0, "queue depth alert threshold (default 20)")
 	f.DurationVar(&req.Alerts.EloVelocityFor, "alert-velocity-for", 0, "how long Elo velocity must stay low to alert (default 72h)")
 	f.IntVar(&req.Settings.GamesPerGeneration, "games", 0, "self-play games per batch (default 1000)")
-	f.IntVar(&req.Settings.Simulations, "simulations", 0, "MCTS simulations per move (default 64)")
+	searchFlags(f, &req.Settings)
 	f.IntVar(&req.Settings.EvalGames, "eval-games", 0, "gauntlet games per opponent (default 40)")
 	f.IntVar(&req.Settings.Quality.MinGames, "min-games", 0, "minimum games the quality gate needs (default 1000)")
 	f.IntVar(&req.Settings.TrainEpochs, "train-epochs", 0, "passes over the training window (default 10)")

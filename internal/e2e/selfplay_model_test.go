@@ -37,7 +37,7 @@ func TestSelfplayWithYourModel(t *testing.T) {
 		return string(b)
 	}
 	start := func(cluster, evaluator string) {
-		body := fmt.Sprintf(`{"cluster":%q,"config":"square8_2p","settings":{"generations":3,"games_per_generation":24,"simulations":16,
+		body := fmt.Sprintf(`{"cluster":%q,"config":"square8_2p","settings":{"generations":3,"games_per_generation":24,"simulations":16,"search":"gumbel",
 			"eval_games":8,"sync_interval":1000000000,"seed":11,"quality":{"min_games":24,"threshold":0.01},
 			"model":{"evaluator":%s,"trainer":%s,"max_batch":64}}}`, cluster, evaluator, cmd("train", "--steps", "60", "--batch", "64"))
 		if code, _, raw := dev.call("POST", "/v1/selfplay", dev.admin, body, nil); code != http.StatusCreated {
@@ -57,10 +57,10 @@ func TestSelfplayWithYourModel(t *testing.T) {
 	start("lab", cmd("serve"))
 	id := "lab/square8_2p"
 	sp := waitLoop(t, dev, id, 10*time.Minute, func(sp api.Selfplay) bool { return sp.Status != "running" })
-	if sp.Status != "completed" || sp.State.Completed != 3 {
+	if sp.Status != "completed" || sp.State.Completed != 3 || sp.Settings.Search != "gumbel" {
 		t.Fatalf("loop: status %s phase %s (%s), %d completed, error %s", sp.Status, sp.State.Phase, sp.State.Reason, sp.State.Completed, sp.Error)
 	}
-	t.Logf("3 generations with kinrow_az.py as the model in %v", time.Since(began).Round(time.Second))
+	t.Logf("3 generations with kinrow_az.py as the model, Gumbel root search, in %v", time.Since(began).Round(time.Second))
 	s3 := s3Client(t, dev, "")
 	promoted := ""
 	for _, g := range sp.State.Generations {

@@ -116,6 +116,7 @@ func TestSelfplayLoop(t *testing.T) {
 		}{
 			{`{"cluster":"lab","config":"square8_2p","settings":{"games_per_generation":10,"quality":{"min_games":20}}}`, 422, "body.settings.games_per_generation"},
 			{`{"cluster":"lab","config":"square8_2p","settings":{"eval_games":3}}`, 422, "body.settings.eval_games"},
+			{`{"cluster":"lab","config":"square8_2p","settings":{"search":"beam"}}`, 422, "body.settings.search"},
 			{`{"cluster":"lab","config":"hex8_3p","game":"no-such-game"}`, 422, "body.game"},
 			{`{"cluster":"nope","config":"square8_2p"}`, 404, ""},
 		} {

@@ -114,7 +114,7 @@ func (a *AgentActivities) SelfplayBatch(ctx context.Context, in PlayInput) (Play
 	if in.ModelKey == "" && in.Players == "heuristic" {
 		self.Name = elo.Heuristic
 	}
-	pc := &playCtx{meta: meta, loopID: in.LoopID, model: in.Model, gpus: in.GPUs, sims: in.Simulations}
+	pc := &playCtx{meta: meta, loopID: in.LoopID, model: in.Model, gpus: in.GPUs, sims: in.Simulations, gumbel: in.Search == SearchGumbel}
 	defer pc.close()
 	seat, err := a.player(ctx, pc, self, true)
 	if err != nil {
@@ -291,7 +291,7 @@ func (a *AgentActivities) player(ctx context.Context, pc *playCtx, o Opponent, e
 		return engine.Heuristic{}, nil
 	}
 	meta := pc.meta
-	m := &engine.MCTS{Simulations: pc.sims, Native: isKinrow(meta)}
+	m := &engine.MCTS{Simulations: pc.sims, Gumbel: pc.gumbel, Native: isKinrow(meta)}
 	if explore {
 		m.DirichletAlpha, m.TempMoves = 0.3, max(2, meta.Action.N/10)
 	} else {
@@ -341,7 +341,7 @@ func (a *AgentActivities) SelfplayGauntlet(ctx context.Context, in GauntletInput
 	}
 	defer mod.Close(context.WithoutCancel(ctx))
 	meta := mod.Metadata()
-	pc := &playCtx{meta: meta, loopID: in.LoopID, model: in.Model, gpus: in.GPUs, sims: in.Simulations}
+	pc := &playCtx{meta: meta, loopID: in.LoopID, model: in.Model, gpus: in.GPUs, sims: in.Simulations, gumbel: in.Search == SearchGumbel}
 	defer pc.close()
 	cand, err := a.player(ctx, pc, in.Candidate, false)
 	if err != nil {

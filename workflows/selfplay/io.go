@@ -19,6 +19,7 @@ type PlayInput struct {
 	ModelKey     string        `json:"model_key,omitempty"`
 	Players      string        `json:"players,omitempty"`
 	Simulations  int           `json:"simulations"`
+	Search       string        `json:"search,omitempty"`
 	MaxMoves     int           `json:"max_moves,omitempty"`
 	Parallel     int           `json:"parallel"`
 	SyncInterval time.Duration `json:"sync_interval"`
@@ -95,6 +96,7 @@ type GauntletInput struct {
 	Opponents   []Opponent `json:"opponents"`
 	Games       int        `json:"games"`
 	Simulations int        `json:"simulations"`
+	Search      string     `json:"search,omitempty"`
 	MaxMoves    int        `json:"max_moves,omitempty"`
 	Parallel    int        `json:"parallel"`
 	Seed        uint64     `json:"seed"`

@@ -44,8 +44,17 @@ func BenchmarkSelfplayStrength(b *testing.B) {
 	ae.RegisterActivity(e.ctl)
 	set := Settings{GamesPerGeneration: games, Simulations: sims, EvalGames: evalGames, Quality: quality.Config{MinGames: games}}.WithDefaults()
 	par := runtime.NumCPU()
+	for _, search := range []string{SearchPUCT, SearchGumbel} {
+		b.Run("search="+search, func(b *testing.B) { strengthCurve(b, e, ae, set, search, par) })
+	}
+}
+
+// strengthCurve runs BenchmarkSelfplayStrength's loop with one root search
+// in self-play and gauntlets.
+func strengthCurve(b *testing.B, e *env, ae *testsuite.TestActivityEnvironment, set Settings, search string, par int) {
+	const gens, games, sims, evalGames = 6, 200, 32, 40
 	for i := range b.N {
-		loop := fmt.Sprintf("selfplay/bench/square8_2p/strength%d", i)
+		loop := fmt.Sprintf("selfplay/bench/square8_2p/strength-%s-%d", search, i)
 		best, bestKey := "", ""
 		var datasets []string
 		var bestVsHeuristic float64
@@ -53,7 +62,7 @@ func BenchmarkSelfplayStrength(b *testing.B) {
 		for n := 1; n <= gens; n++ {
 			start := time.Now()
 			play := PlayInput{LoopID: loop, Config: "square8_2p", GamePlugin: e.game, Generation: n, Attempt: 1, Games: games,
-				ModelKey: bestKey, Simulations: sims, Parallel: par, SyncInterval: 5 * time.Second, Seed: uint64(n)}
+				ModelKey: bestKey, Simulations: sims, Search: search, Parallel: par, SyncInterval: 5 * time.Second, Seed: uint64(n)}
 			if bestKey == "" {
 				play.Players = "heuristic"
 			}
@@ -73,7 +82,7 @@ func BenchmarkSelfplayStrength(b *testing.B) {
 				opps = append(opps, Opponent{Name: best, Key: bestKey})
 			}
 			ga := call[GauntletResult](b, ae, e.agent.SelfplayGauntlet, GauntletInput{LoopID: loop, Config: "square8_2p", GamePlugin: e.game, Generation: n,
-				Candidate: Opponent{Name: tr.Model, Key: tr.Key}, Opponents: opps, Games: evalGames, Simulations: sims, Parallel: par, Seed: uint64(n) + 7})
+				Candidate: Opponent{Name: tr.Model, Key: tr.Key}, Opponents: opps, Games: evalGames, Simulations: sims, Search: search, Parallel: par, Seed: uint64(n) + 7})
 			score := map[string]float64{}
 			for _, r := range ga.Results {
 				score[r.Opponent] = r.Score

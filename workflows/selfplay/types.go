@@ -42,11 +42,18 @@ func WorkflowID(cluster, config string) string { return "selfplay/" + cluster + 
 // Prefix is where a loop keeps its objects in S3.
 func Prefix(loopID string) string { return loopID + "/" }
 
+// Root searches (Settings.Search).
+const (
+	SearchPUCT   = "puct"
+	SearchGumbel = "gumbel"
+)
+
 // Settings are a loop's knobs; zero fields take the defaults.
 type Settings struct {
 	Generations        int            `json:"generations,omitempty" doc:"Stop after this many generations (0: until stopped)." minimum:"0"`
 	GamesPerGeneration int            `json:"games_per_generation,omitempty" doc:"Self-play games per generation (default 1000)." minimum:"0"`
 	Simulations        int            `json:"simulations,omitempty" doc:"MCTS simulations per move (default 64)." minimum:"0"`
+	Search             string         `json:"search,omitempty" enum:"puct,gumbel" doc:"Root search: puct (AlphaZero's, default) or gumbel (Gumbel MuZero's sequential halving over the 16 moves the model and Gumbel noise favour: with a model's priors, strong with few simulations; games record its improved policy)."`
 	EvalGames          int            `json:"eval_games,omitempty" doc:"Gauntlet games against each opponent, seats alternating (default 40)." minimum:"0"`
 	MaxMoves           int            `json:"max_moves,omitempty" doc:"Move cap per game; 0: the board's cell count." minimum:"0"`
 	SyncInterval       time.Duration  `json:"sync_interval,omitempty" doc:"How often a node uploads finished games, in ns (default 5s)." minimum:"0"`
@@ -77,6 +84,9 @@ func (s Settings) WithDefaults() Settings {
 		s.Bootstrap = "heuristic"
 	}
 	def(&s.Simulations, 64)
+	if s.Search == "" {
+		s.Search = SearchPUCT
+	}
 	def(&s.EvalGames, 40)
 	def(&s.TrainWindow, 3)
 	def(&s.TrainEpochs, 10)
@@ -132,6 +142,8 @@ func (s Settings) Validate() error {
 		return &FieldError{"promote_score", "must be in [0,1]"}
 	case s.Bootstrap != "heuristic" && s.Bootstrap != "rollouts":
 		return &FieldError{"bootstrap", "must be heuristic or rollouts"}
+	case s.Search != SearchPUCT && s.Search != SearchGumbel:
+		return &FieldError{"search", "must be puct or gumbel"}
 	case s.Simulations > 100000:
 		return &FieldError{"simulations", "at most 100000"}
 	}

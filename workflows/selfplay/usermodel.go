@@ -321,6 +321,7 @@ type playCtx struct {
 	model   *ModelCommands
 	gpus    []int
 	sims    int
+	gumbel  bool // Gumbel root search (Settings.Search)
 	servers []*served
 }
 

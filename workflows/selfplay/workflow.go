@@ -187,7 +187,7 @@ func (l *loop) play(ctx workflow.Context, g *Generation, players string, seed ui
 		actx := workflow.WithActivityOptions(ctx, l.nodeOptions(max(10*time.Second, 4*set.SyncInterval)))
 		err := workflow.ExecuteActivity(actx, (*AgentActivities).SelfplayBatch, PlayInput{
 			LoopID: l.in.LoopID, Config: l.in.Config, GamePlugin: l.in.GamePlugin, Generation: n, Attempt: g.Attempts,
-			Games: set.GamesPerGeneration, ModelKey: st.BestKey, Players: players, Simulations: set.Simulations, MaxMoves: set.MaxMoves,
+			Games: set.GamesPerGeneration, ModelKey: st.BestKey, Players: players, Simulations: set.Simulations, Search: set.Search, MaxMoves: set.MaxMoves,
 			Parallel: set.Parallel, SyncInterval: set.SyncInterval, Seed: seed, Model: set.Model, GPUs: l.alloc.GPUs,
 		}).Get(ctx, &prog)
 		if g.Attempts > 1 && (err == nil || prog.Resumed > 0) {
@@ -256,7 +256,7 @@ func (l *loop) gauntlet(ctx workflow.Context, n int, cand Opponent, seed uint64)
 		return workflow.ExecuteActivity(actx, (*AgentActivities).SelfplayGauntlet, GauntletInput{
 			LoopID: l.in.LoopID, Config: l.in.Config, GamePlugin: l.in.GamePlugin, Generation: n,
 			Candidate: cand, Opponents: opps, Games: set.EvalGames,
-			Simulations: set.Simulations, MaxMoves: set.MaxMoves, Parallel: set.Parallel, Seed: seed + 7, Model: set.Model, GPUs: l.alloc.GPUs,
+			Simulations: set.Simulations, Search: set.Search, MaxMoves: set.MaxMoves, Parallel: set.Parallel, Seed: seed + 7, Model: set.Model, GPUs: l.alloc.GPUs,
 		}).Get(ctx, &ga)
 	})
 	return ga, err

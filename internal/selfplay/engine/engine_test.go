@@ -91,6 +91,8 @@ func TestPlayGame(t *testing.T) {
 		{"square8_2p", &MCTS{Simulations: 16, Native: true}, false, 0},
 		{"hex8_3p", Heuristic{}, true, 0},
 		{"hex8_4p", &MCTS{Simulations: 8, Native: true}, false, 0},
+		{"square8_2p", &MCTS{Simulations: 16, Native: true, Gumbel: true, DirichletAlpha: 0.3}, false, 0},
+		{"hex8_3p", &MCTS{Simulations: 8, Native: true, Gumbel: true, TempMoves: 2}, false, 0},
 		{"square19_3p", Random{}, true, 40},
 		{"hexagonal_4p", Heuristic{}, true, 0},
 	}
@@ -155,6 +157,7 @@ func TestStrength(t *testing.T) {
 	}{
 		{"heuristic", Heuristic{}, 20, 19},
 		{"mcts-rollouts", &MCTS{Simulations: 64, Native: true}, 10, 9},
+		{"gumbel-rollouts", &MCTS{Simulations: 64, Native: true, Gumbel: true}, 10, 9},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,6 +25,11 @@ type MCTS struct {
 	NoiseWeight    float64 // weight of that noise; default 0.25
 	TempMoves      int     // the first TempMoves plies sample ∝ visits; later ones take the most visited
 
+	// Gumbel searches the root by Gumbel MuZero's sequential halving
+	// (gumbel.go) instead of PUCT: few simulations go a long way, and the
+	// policy it records is the improved policy, not visit counts.
+	Gumbel bool
+
 	// Native searches on a Go copy of the game (Native) when the plugin's
 	// saved state is a k-in-a-row state; the tree is the same, the calls
 	// do not cross into WASM.
@@ -99,19 +104,22 @@ func (m *MCTS) Move(ctx context.Context, pos Position, rng *rand.Rand, pi []floa
 	if err := s.games.Restore(s.idx, s.root); err != nil {
 		return -1, fmt.Errorf("mcts: %w", err)
 	}
-	root, _, err := s.expand()
+	root, rootV, err := s.expand()
 	if err != nil {
 		return -1, err
 	}
 	if root.player != pos.Player {
 		return -1, fmt.Errorf("mcts: player %d asked to move, the game says %d", pos.Player, root.player)
 	}
-	if m.DirichletAlpha > 0 {
-		s.addNoise(root)
-	}
 	sims := m.Simulations
 	if sims <= 0 {
 		sims = 64
+	}
+	if m.Gumbel {
+		return s.gumbelMove(ctx, root, rootV[root.player], sims, pos, pi)
+	}
+	if m.DirichletAlpha > 0 {
+		s.addNoise(root)
 	}
 	for i := 0; i < sims; i++ {
 		if i%16 == 0 {
@@ -119,7 +127,7 @@ func (m *MCTS) Move(ctx context.Context, pos Position, rng *rand.Rand, pi []floa
 				return -1, fmt.Errorf("mcts: %w", err)
 			}
 		}
-		if err := s.simulate(root); err != nil {
+		if err := s.simulate(root, -1); err != nil {
 			return -1, err
 		}
 	}
@@ -141,9 +149,9 @@ func (m *MCTS) Move(ctx context.Context, pos Position, rng *rand.Rand, pi []floa
 	return a, nil
 }
 
-// simulate runs one selection from the root, expands one leaf and backs
-// its value up the path.
-func (s *search) simulate(root *node) error {
+// simulate runs one selection from the root (through the root's child
+// first when first ≥ 0), expands one leaf and backs its value up the path.
+func (s *search) simulate(root *node, first int) error {
 	if err := s.games.Restore(s.idx, s.root); err != nil {
 		return fmt.Errorf("mcts: restore: %w", err)
 	}
@@ -160,7 +168,10 @@ func (s *search) simulate(root *node) error {
 			v = nd.value
 			break
 		}
-		i := s.selectChild(nd)
+		i := first
+		if nd != root || first < 0 {
+			i = s.selectChild(nd)
+		}
 		if err := s.games.Apply(s.idx, nd.player, nd.actions[i]); err != nil {
 			return fmt.Errorf("mcts: apply %d: %w", nd.actions[i], err)
 		}
