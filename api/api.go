@@ -49,6 +49,9 @@ type Deps struct {
 	// AgentTemporal is the Temporal frontend host:port agents dial, as
 	// the control plane knows it: what join commands name.
 	AgentTemporal string
+	// AgentS3 is the S3 endpoint (a URL) and bucket agents keep training
+	// state in, as join output names them (empty: agents are told nothing).
+	AgentS3, AgentS3Bucket string
 }
 
 // Server holds the API's dependencies; its methods are the handlers.

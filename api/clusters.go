@@ -47,6 +47,8 @@ type joinOutputBody struct {
 	Token    string   `json:"token" doc:"A join token of the cluster: whoever holds it can join nodes (give it to agents in their secrets file or TRAINYARD_JOIN_SECRET, never on a command line)."`
 	ID       string   `json:"id,omitempty" doc:"A fresh token's ID: DELETE /v1/clusters/{name}/join-tokens/{id} revokes it."`
 	Temporal string   `json:"temporal" doc:"The Temporal frontend the agents dial, as the control plane reaches it."`
+	S3       string   `json:"s3,omitempty" doc:"The S3 endpoint (URL) agents keep training state in, as the control plane reaches it; agents bring their own keys."`
+	S3Bucket string   `json:"s3_bucket,omitempty" doc:"The bucket at s3."`
 	Commands []string `json:"commands" doc:"One command per static node of the spec (or one with NODE for a cluster queried later)."`
 }
 
@@ -454,7 +456,7 @@ func (s *Server) joinCredential(ctx context.Context, name string, nodes []string
 // joinCommands are t and the command that starts each node's agent with it
 // (NODE for nodes nil).
 func (s *Server) joinCommands(name string, t joinkey.Token, nodes []string) joinOutputBody {
-	j := joinOutputBody{Token: t.String(), Temporal: s.d.AgentTemporal}
+	j := joinOutputBody{Token: t.String(), Temporal: s.d.AgentTemporal, S3: s.d.AgentS3, S3Bucket: s.d.AgentS3Bucket}
 	if len(nodes) == 0 {
 		nodes = []string{"NODE"}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -207,13 +208,17 @@ func newClusterCmd() *cobra.Command {
 		drainNode("drain", "Drain a node: no new work; its runs checkpoint now and move to other nodes"),
 		drainNode("undrain", "Let a drained node take work again"))
 
-	var label, revoke string
+	var (
+		label, revoke, s3Creds string
+		asEnv                  bool
+	)
 	joinToken := &cobra.Command{
 		Use:   "join-token NAME [--label TEXT] | join-token NAME --revoke ID",
 		Short: "Print a fresh join token of the cluster and the command that starts a static node's agent with it, or revoke one (admin)",
 		Long: "join-token makes a fresh token each time (kubeadm token create --print-join-command): the token on stdout,\n" +
 			"its ID and the join command on stderr. Each token can be revoked on its own (--revoke ID: its agents are\n" +
-			"refused from their next heartbeat on); `cluster status` lists them with the nodes using each.",
+			"refused from their next heartbeat on); `cluster status` lists them with the nodes using each. --env prints\n" +
+			"the agent's whole environment instead (deploy/README.md: several machines).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client()
@@ -235,6 +240,10 @@ func newClusterCmd() *cobra.Command {
 			if err := c.JSON(cmd.Context(), http.MethodPost, base+"/join-token?label="+url.QueryEscape(label), nil, &j); err != nil {
 				return err
 			}
+			if asEnv {
+				fmt.Fprintf(os.Stderr, "join token %s (revoke: trainyard cluster join-token %s --revoke %s)\n", j.ID, args[0], j.ID)
+				return writeAgentEnv(os.Stdout, args[0], &j, s3Creds)
+			}
 			if cf.output != "table" {
 				return cf.print(os.Stdout, j, nil)
 			}
@@ -246,6 +255,8 @@ func newClusterCmd() *cobra.Command {
 	}
 	joinToken.Flags().StringVar(&label, "label", "", "what the token is for (a node, a pool), shown in cluster status")
 	joinToken.Flags().StringVar(&revoke, "revoke", "", "revoke the token with this ID instead")
+	joinToken.Flags().BoolVar(&asEnv, "env", false, "print the agent's whole environment instead (Temporal, S3, the token; deploy/systemd's agent.env, or `set -a; . FILE`), for `trainyard agent --node NAME` on the node")
+	joinToken.Flags().StringVar(&s3Creds, "s3-credentials", "", "with --env: add the S3 keys in this JSON file {access_key_id, secret_access_key} (dev writes its agents' to DATA/"+agentCredFile+")")
 	cmd.AddCommand(joinToken)
 	cmd.AddCommand(up, simple("down", "Drain work and stop every agent", "/down"), simple("restart", "Stop and start every agent", "/restart"), status, queueCmd, nodes)
 	return cmd
@@ -335,14 +346,55 @@ func printJoin(w io.Writer, name string, j *joinInfo) {
 	for _, c := range j.Commands {
 		fmt.Fprintf(w, "  %s\n", c)
 	}
-	fmt.Fprintf(w, "(trainyard cluster join-token %s prints a fresh one, revocable on its own; deploy/README.md has the systemd, compose and Kubernetes ways)\n", name)
+	fmt.Fprintf(w, "(trainyard cluster join-token %s prints a fresh one, revocable on its own, and with --env an agent's whole environment; deploy/README.md has the systemd, compose and Kubernetes ways)\n", name)
 }
+
+// writeAgentEnv writes the environment a static node's agent needs, one
+// VAR=value a line: systemd's EnvironmentFile and a shell's `set -a; .
+// FILE` read it alike. The S3 keys come from credFile, if any.
+func writeAgentEnv(w io.Writer, name string, j *joinInfo, credFile string) error {
+	vars := [][2]string{{"TRAINYARD_CLUSTER", name}, {"TRAINYARD_TEMPORAL_ADDRESS", j.Temporal}, {"TRAINYARD_JOIN_SECRET", j.Token}}
+	if j.S3 != "" {
+		vars = append(vars, [2]string{"TRAINYARD_S3_ENDPOINT", j.S3}, [2]string{"TRAINYARD_S3_BUCKET", j.S3Bucket})
+	}
+	if credFile != "" {
+		var keys struct {
+			ID     string `json:"access_key_id"`
+			Secret string `json:"secret_access_key"`
+		}
+		b, err := os.ReadFile(credFile)
+		if err == nil {
+			err = json.Unmarshal(b, &keys)
+		}
+		if err == nil && (keys.ID == "" || keys.Secret == "") {
+			err = errors.New("want access_key_id and secret_access_key")
+		}
+		if err != nil {
+			return fmt.Errorf("--s3-credentials %s: %w", credFile, err)
+		}
+		vars = append(vars, [2]string{"AWS_ACCESS_KEY_ID", keys.ID}, [2]string{"AWS_SECRET_ACCESS_KEY", keys.Secret})
+	}
+	fmt.Fprintf(w, "# trainyard agent of cluster %s (join token %s): it joins nodes, keep it 0600\n", name, j.ID)
+	for _, v := range vars {
+		val := v[1]
+		if strings.ContainsFunc(val, func(r rune) bool { return !strings.ContainsRune(envSafe, r) }) {
+			val = "'" + strings.ReplaceAll(val, "'", `'\''`) + "'"
+		}
+		fmt.Fprintf(w, "%s=%s\n", v[0], val)
+	}
+	return nil
+}
+
+// envSafe are the characters a value keeps unquoted in writeAgentEnv.
+const envSafe = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.:/@+=,"
 
 // joinInfo is the API's join credential (POST /v1/clusters/{name}/join-token).
 type joinInfo struct {
 	Token    string   `json:"token"`
 	ID       string   `json:"id"`
 	Temporal string   `json:"temporal"`
+	S3       string   `json:"s3,omitempty"`
+	S3Bucket string   `json:"s3_bucket,omitempty"`
 	Commands []string `json:"commands"`
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -54,6 +55,18 @@ func addS3Flags(fs *pflag.FlagSet, c *objstore.Config) {
 	fs.StringVar(&c.Bucket, "s3-bucket", "trainyard", "bucket for plugins, checkpoints and datasets (created if missing)")
 	fs.StringVar(&c.Region, "s3-region", os.Getenv("AWS_REGION"), "S3 region")
 	fs.BoolVar(&c.Insecure, "s3-insecure", false, "plain HTTP to the S3 endpoint")
+}
+
+// s3URL is c's endpoint as a URL (its scheme says plain HTTP or TLS), to
+// hand to agents that run with none of c's other settings.
+func s3URL(c objstore.Config) string {
+	switch {
+	case c.Endpoint == "" || strings.Contains(c.Endpoint, "://"):
+		return c.Endpoint
+	case c.Insecure:
+		return "http://" + c.Endpoint
+	}
+	return "https://" + c.Endpoint
 }
 
 // agentLaunch says how control planes start agents: this very binary, in

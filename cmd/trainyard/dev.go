@@ -33,7 +33,15 @@ type Endpoints struct {
 	Bucket         string `json:"bucket"`
 	S3Credentials  string `json:"s3_credentials_file"`
 	AdminTokenFile string `json:"admin_token_file"`
+	// S3AgentCredentials are the keys agents use (the embedded gateway's
+	// agent account: no secrets, no policy or plugin writes), to copy to
+	// static agents' machines; empty with --s3-endpoint.
+	S3AgentCredentials string `json:"s3_agent_credentials_file,omitempty"`
 }
+
+// agentCredFile holds, in dev's data dir, the S3 keys of the embedded
+// gateway's agent account.
+const agentCredFile = "s3-agent-credentials.json"
 
 type devOptions struct {
 	dataDir      string
@@ -176,6 +184,12 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 		if agentCreds, err = s3.GrantAgents(ctx, o.bucket); err != nil {
 			return err
 		}
+		// Static agents on other machines get the same keys, copied by
+		// their operator (cluster join-token --env --s3-credentials).
+		b, _ := json.Marshal(agentCreds)
+		if err := atomicfile.Write(filepath.Join(dir, agentCredFile), b, 0o600); err != nil {
+			return err
+		}
 	}
 	w, err := startWorker(tc, store, rt, agentLaunch{temporalAddr: tsrv.Address, namespace: "default", agentsDir: filepath.Join(dir, "agents"),
 		s3: objstore.Config{Endpoint: s3.Endpoint, Bucket: o.bucket, Insecure: true, AccessKeyID: agentCreds.AccessKeyID, SecretAccessKey: agentCreds.SecretAccessKey}}, adm)
@@ -190,7 +204,8 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 	}
 	srv := api.New(api.Deps{Temporal: tc, Namespace: "default", Tokens: tokens, Store: store, Logger: log,
 		Plugins: rt, PluginStore: plugins, Admission: adm,
-		Metrics: g.telemetry.Metrics, Ready: readyChecks(tc, store), TemporalUI: ui.URL, AgentTemporal: tsrv.Address})
+		Metrics: g.telemetry.Metrics, Ready: readyChecks(tc, store), TemporalUI: ui.URL,
+		AgentTemporal: tsrv.Address, AgentS3: "http://" + s3.Endpoint, AgentS3Bucket: o.bucket})
 	as, err := serveAPI(fmt.Sprintf("%s:%d", o.ip, o.apiPort), srv.Handler(), log)
 	if err != nil {
 		return err
@@ -204,6 +219,9 @@ func runDev(ctx context.Context, g *globals, o *devOptions) error {
 	ep := Endpoints{
 		API: as.URL, Docs: as.URL + "/docs", Dashboard: as.URL + "/ui", TemporalUI: ui.URL, Temporal: tsrv.Address, Namespace: "default",
 		S3: "http://" + s3.Endpoint, Bucket: o.bucket, S3Credentials: credFile, AdminTokenFile: adminFile,
+	}
+	if o.s3Endpoint == "" {
+		ep.S3AgentCredentials = filepath.Join(dir, agentCredFile)
 	}
 	b, _ := json.MarshalIndent(ep, "", "  ")
 	if err := atomicfile.Write(filepath.Join(dir, "endpoints.json"), b, 0o644); err != nil {

@@ -76,7 +76,8 @@ func runServer(ctx context.Context, g *globals, o *serverOptions) error {
 	}
 	srv := api.New(api.Deps{Temporal: tc, Namespace: o.temporal.Namespace, Tokens: tokens, Store: store, Logger: log,
 		Plugins: rt, PluginStore: plugins, Admission: adm,
-		Metrics: g.telemetry.Metrics, Ready: readyChecks(tc, store), TemporalUI: o.temporalUI, AgentTemporal: o.temporal.Address})
+		Metrics: g.telemetry.Metrics, Ready: readyChecks(tc, store), TemporalUI: o.temporalUI,
+		AgentTemporal: o.temporal.Address, AgentS3: s3URL(o.s3), AgentS3Bucket: o.s3.Bucket})
 	as, err := serveAPI(o.listen, srv.Handler(), log)
 	if err != nil {
 		return err

@@ -18,14 +18,20 @@ import (
 // docBlock is a shell block of a document, with the output the document
 // shows for it (a ```text block right after it), if any.
 type docBlock struct {
-	at     string // file:line of the opening fence
-	code   string
-	output string
+	at      string // file:line of the opening fence
+	section string // the "## " heading it is under
+	host    string // the machine it runs on (`<!-- on: NAME -->` before its fence); "" for this one
+	code    string
+	output  string
 }
 
 // notRun marks a shell block a reader should not run as is (a production
 // host, a placeholder): the line before its fence is `<!-- not run: why -->`.
 const notRun = "<!-- not run"
+
+// onHost marks a shell block that runs on another machine of a
+// several-machine walk-through: `<!-- on: NAME -->`.
+var onHost = regexp.MustCompile(`^<!-- on: (\S+) -->$`)
 
 // runnableBlocks returns a document's ```sh blocks that are meant to run,
 // in order.
@@ -39,7 +45,7 @@ func runnableBlocks(t *testing.T, file string) []docBlock {
 		out               []docBlock
 		cur               *docBlock
 		inFence, skipping bool
-		lang, prev        string
+		lang, prev, sect  string
 		body              strings.Builder
 		afterRun          bool // only blank lines since a run block closed
 	)
@@ -53,7 +59,11 @@ func runnableBlocks(t *testing.T, file string) []docBlock {
 			body.Reset()
 			skipping = strings.HasPrefix(prev, notRun)
 			if (lang == "sh" || lang == "bash") && !skipping {
-				out = append(out, docBlock{at: fmt.Sprintf("%s:%d", filepath.Base(file), n)})
+				b := docBlock{at: fmt.Sprintf("%s:%d", filepath.Base(file), n), section: sect}
+				if m := onHost.FindStringSubmatch(prev); m != nil {
+					b.host = m[1]
+				}
+				out = append(out, b)
 				cur = &out[len(out)-1]
 			} else if lang != "text" || !afterRun {
 				cur = nil
@@ -76,6 +86,9 @@ func runnableBlocks(t *testing.T, file string) []docBlock {
 			if trimmed != "" {
 				afterRun = false
 				prev = trimmed
+			}
+			if h, ok := strings.CutPrefix(trimmed, "## "); ok {
+				sect = h
 			}
 		}
 	}
@@ -296,9 +309,10 @@ func TestDocsQuickStarts(t *testing.T) {
 func TestDocBlocks(t *testing.T) {
 	t.Parallel()
 	doc := filepath.Join(t.TempDir(), "doc.md")
-	os.WriteFile(doc, []byte("# t\n\n```sh\necho a\n```\n\n```text\nrun run-12ab done: 3 steps\n```\n\n<!-- not run: placeholder -->\n```sh\nfalse\n```\n```yaml\nk: v\n```\n```bash\necho b\n```\ntext\n```text\nnot an output\n```\n"), 0o644)
+	os.WriteFile(doc, []byte("# t\n\n```sh\necho a\n```\n\n```text\nrun run-12ab done: 3 steps\n```\n\n<!-- not run: placeholder -->\n```sh\nfalse\n```\n```yaml\nk: v\n```\n```bash\necho b\n```\ntext\n```text\nnot an output\n```\n## Two machines\n\n<!-- on: box-1 -->\n```sh\necho c\n```\n"), 0o644)
 	bs := runnableBlocks(t, doc)
-	if len(bs) != 2 || bs[0].code != "echo a\n" || bs[0].output != "run run-12ab done: 3 steps\n" || bs[1].code != "echo b\n" || bs[1].output != "" {
+	if len(bs) != 3 || bs[0].code != "echo a\n" || bs[0].output != "run run-12ab done: 3 steps\n" || bs[1].code != "echo b\n" || bs[1].output != "" ||
+		bs[0].host != "" || bs[0].section != "" || bs[2].host != "box-1" || bs[2].section != "Two machines" {
 		t.Fatalf("blocks: %+v", bs)
 	}
 	for _, tc := range []struct {
