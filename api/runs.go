@@ -55,8 +55,10 @@ type Run struct {
 	// Scalars: what a command trainer reported (TRAINYARD_SCALAR lines).
 	Scalars map[string]scalars.ScalarPoint `json:"scalars,omitempty" doc:"Command and llm runs: each tag's newest value the trainer reported (TRAINYARD_SCALAR lines, a loop step's loss; the whole curves: GET /v1/runs/{id}/scalars)."`
 	// Loop is a kind llm run's loop, live from its activities' heartbeats.
-	Loop  *train.LoopLive `json:"loop,omitempty" doc:"Kind llm, while it runs: the trainer's and each rollout worker's latest heartbeat (every ~2-16 s)."`
-	Error string          `json:"error,omitempty" doc:"Why the run failed, once failed."`
+	Loop *train.LoopLive `json:"loop,omitempty" doc:"Kind llm, while it runs: the trainer's and each rollout worker's latest heartbeat (every ~2-16 s)."`
+	// Waiting is what the work in flight waits on, from its heartbeats.
+	Waiting string `json:"waiting,omitempty" doc:"While it runs: what its work in flight waits on, from the agents' heartbeats (S3 not answering a node for over 10 s, with the last error); empty when nothing."`
+	Error   string `json:"error,omitempty" doc:"Why the run failed, once failed."`
 }
 
 // CheckpointInfo is one stored checkpoint.
@@ -397,7 +399,7 @@ func (s *Server) getRun(ctx context.Context, id string) (Run, error) {
 			_ = v.Get(&r.Progress)
 		}
 		live := train.LiveOf(desc.GetPendingActivities())
-		r.Live, r.LiveOutput, r.Loop = live.Metrics, live.Output, live.Loop
+		r.Live, r.LiveOutput, r.Loop, r.Waiting = live.Metrics, live.Output, live.Loop, live.Waiting
 		r.Progress.Checkpoint = max(r.Progress.Checkpoint, live.Checkpoint)
 	} else {
 		err := s.d.Temporal.GetWorkflow(ctx, id, "").Get(ctx, &r.Progress)

@@ -356,6 +356,9 @@ func runTable(w *tabwriter.Writer, r api.Run) {
 		state += ": " + p.Reason
 	}
 	fmt.Fprintf(w, "run\t%s\nname\t%s\ncluster\t%s\nenv\t%s\nstatus\t%s\nstate\t%s\nnode\t%s\n", r.ID, r.Name, r.Cluster, r.Env, r.Status, state, p.Node)
+	if r.Waiting != "" {
+		fmt.Fprintf(w, "waiting on\t%s\n", r.Waiting)
+	}
 	if len(p.Ranks) > 0 {
 		fmt.Fprintf(w, "ranks\t%s (rank 0 first; `run logs --rank N`)\n", strings.Join(p.Ranks, ", "))
 	}
@@ -493,10 +496,19 @@ func progressLine(r api.Run) string {
 	if r.Spec.TargetReturn != nil {
 		s += fmt.Sprintf("  target %.1f", *r.Spec.TargetReturn)
 	}
-	if p.State == "waiting" && p.Reason != "" {
-		s += "  (" + p.Reason + ")"
+	return s + waitingNote(r)
+}
+
+// waitingNote ends a progress line with why the run waits: its queue's
+// reason, or what its work in flight waits on.
+func waitingNote(r api.Run) string {
+	switch {
+	case r.Progress.State == "waiting" && r.Progress.Reason != "":
+		return "  (" + r.Progress.Reason + ")"
+	case r.Waiting != "":
+		return "  (" + r.Waiting + ")"
 	}
-	return s
+	return ""
 }
 
 // returnTags are the tags a command trainer's return is reported under,
@@ -536,10 +548,7 @@ func commandProgressLine(r api.Run) string {
 	if p.Checkpoint > 0 {
 		s += fmt.Sprintf("  ckpt %d", p.Checkpoint)
 	}
-	if p.State == "waiting" && p.Reason != "" {
-		s += "  (" + p.Reason + ")"
-	}
-	return s
+	return s + waitingNote(r)
 }
 
 // pluginRef uploads a local .wasm file and returns its id; anything else

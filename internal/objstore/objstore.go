@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -28,6 +29,16 @@ type Config struct {
 type Store struct {
 	Client *minio.Client
 	Bucket string
+	watch  *watch
+}
+
+// Stalled says why S3 has not answered this store's requests for longer
+// than after, or "" (also for a Store not made by Open).
+func (s *Store) Stalled(after time.Duration) string {
+	if s == nil || s.watch == nil {
+		return ""
+	}
+	return s.watch.stalled(after)
 }
 
 // Open connects and makes sure the bucket exists.
@@ -49,11 +60,16 @@ func Open(ctx context.Context, c Config) (*Store, error) {
 			&credentials.IAM{},
 		})
 	}
-	cl, err := minio.New(endpoint, &minio.Options{Creds: creds, Secure: secure, Region: c.Region})
+	tr, err := minio.DefaultTransport(secure)
 	if err != nil {
 		return nil, fmt.Errorf("s3 client for %s: %w", endpoint, err)
 	}
-	s := &Store{Client: cl, Bucket: c.Bucket}
+	w := newWatch(tr)
+	cl, err := minio.New(endpoint, &minio.Options{Creds: creds, Secure: secure, Region: c.Region, Transport: w})
+	if err != nil {
+		return nil, fmt.Errorf("s3 client for %s: %w", endpoint, err)
+	}
+	s := &Store{Client: cl, Bucket: c.Bucket, watch: w}
 	if err := s.ensureBucket(ctx, c.Region); err != nil {
 		return nil, err
 	}

@@ -149,6 +149,15 @@ func (h *Host) PartitionFrom(peers ...netip.Addr) {
 	}
 }
 
+// PartitionFromService cuts h off from one service, both ways, until Heal:
+// TCP to and from svc is dropped, everything else at its address passes
+// (dev's S3 and Temporal share one).
+func (h *Host) PartitionFromService(svc netip.AddrPort) {
+	h.net.t.Helper()
+	h.rule(fmt.Sprintf("input ip saddr %s tcp sport %d drop", svc.Addr(), svc.Port()))
+	h.rule(fmt.Sprintf("output ip daddr %s tcp dport %d drop", svc.Addr(), svc.Port()))
+}
+
 // Loss drops pct percent of h's packets each way, at random, until Heal.
 func (h *Host) Loss(pct int) {
 	h.net.t.Helper()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os/exec"
 	"strings"
 	"testing"
@@ -82,6 +83,20 @@ func TestHosts(t *testing.T) {
 	}
 	a.Heal()
 	waitReach(a, bURL)
+
+	// One service of the gateway's: its other ports still answer.
+	ln2, err := net.Listen("tcp", n.Gateway.String()+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln2)
+	gw2 := "http://" + ln2.Addr().String() + "/"
+	a.PartitionFromService(netip.MustParseAddrPort(ln.Addr().String()))
+	if reach(a, gw) || !reach(a, gw2) {
+		t.Errorf("a partitioned from %s: want it cut off and %s reachable", gw, gw2)
+	}
+	a.Heal()
+	waitReach(a, gw)
 
 	a.Loss(100)
 	if reach(a, gw) {

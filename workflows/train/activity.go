@@ -69,7 +69,7 @@ func (a *AgentActivities) RunDistributedSegment(ctx context.Context, in training
 // its progress (fragments written, weight version) so a dead node is
 // noticed within the heartbeat timeout and the worker placed again.
 func (a *AgentActivities) RunRollouts(ctx context.Context, in training.RolloutInput) (training.RolloutStatus, error) {
-	return beating(ctx, func(beat func(training.RolloutStatus)) (training.RolloutStatus, error) {
+	return beating(ctx, a.stalled, func(beat func(training.RolloutStatus)) (training.RolloutStatus, error) {
 		return a.Runner.RunRollouts(ctx, in, beat)
 	})
 }
@@ -82,7 +82,7 @@ func (a *AgentActivities) RunLoopTrainer(ctx context.Context, in training.LoopTr
 	var stopLog func()
 	in.Log, stopLog = logstream.Tee(ctx, a.Runner.Objects, logstream.RankPrefix(in.RunID, 0), activity.GetInfo(ctx).ActivityID, io.Discard, activity.GetLogger(ctx))
 	defer stopLog()
-	st, err := beating(ctx, func(beat func(training.LoopStatus)) (training.LoopStatus, error) {
+	st, err := beating(ctx, a.stalled, func(beat func(training.LoopStatus)) (training.LoopStatus, error) {
 		return a.Runner.RunLoopTrainer(ctx, in, beat)
 	})
 	if errors.Is(err, context.Canceled) {
@@ -96,35 +96,48 @@ func (a *AgentActivities) RunLoopTrainer(ctx context.Context, in training.LoopTr
 // RunLoopRollouts is one rollout worker of a kind llm run, heartbeating its
 // progress and why it waits.
 func (a *AgentActivities) RunLoopRollouts(ctx context.Context, in training.LoopRolloutInput) (training.LoopWorkerStatus, error) {
-	return beating(ctx, func(beat func(training.LoopWorkerStatus)) (training.LoopWorkerStatus, error) {
+	return beating(ctx, a.stalled, func(beat func(training.LoopWorkerStatus)) (training.LoopWorkerStatus, error) {
 		return a.Runner.RunLoopRollouts(ctx, in, beat)
 	})
 }
 
+// stallAfter is how long S3 may not answer before a heartbeat says so.
+const stallAfter = 10 * time.Second
+
+// stalled says why the agent's S3 keeps its work waiting, if it does.
+func (a *AgentActivities) stalled() string { return a.Runner.Objects.Stalled(stallAfter) }
+
 // beating runs an activity's work, heartbeating every status it reports
 // and, every 2 s, the latest again (loading a plugin or restoring a
 // checkpoint may report nothing for a while); a fatal error does not retry.
-func beating[T, R any](ctx context.Context, run func(beat func(T)) (R, error)) (R, error) {
+// When stalled says the work waits on something, that goes beside the
+// status as the heartbeat's second value (LiveOf's Waiting).
+func beating[T, R any](ctx context.Context, stalled func() string, run func(beat func(T)) (R, error)) (R, error) {
 	beat := make(chan T, 1)
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
 		t := time.NewTicker(2 * time.Second)
 		defer t.Stop()
-		var last *T
+		var (
+			last T
+			got  bool // a status came
+		)
 		for {
 			select {
 			case <-done:
 				return
-			case st := <-beat:
-				last = &st
-				activity.RecordHeartbeat(ctx, st)
+			case last = <-beat:
+				got = true
 			case <-t.C:
-				if last != nil {
-					activity.RecordHeartbeat(ctx, *last)
-				} else {
-					activity.RecordHeartbeat(ctx)
-				}
+			}
+			switch why := stalled(); {
+			case why != "":
+				activity.RecordHeartbeat(ctx, last, why)
+			case got:
+				activity.RecordHeartbeat(ctx, last)
+			default:
+				activity.RecordHeartbeat(ctx)
 			}
 		}
 	}()
@@ -143,7 +156,7 @@ func beating[T, R any](ctx context.Context, run func(beat func(T)) (R, error)) (
 type segmentFunc func(context.Context, training.SegmentInput, func(ppo.Metrics)) (training.SegmentResult, error)
 
 func (a *AgentActivities) segment(ctx context.Context, in training.SegmentInput, run segmentFunc) (training.SegmentResult, error) {
-	return beating(ctx, func(beat func(ppo.Metrics)) (training.SegmentResult, error) {
+	return beating(ctx, a.stalled, func(beat func(ppo.Metrics)) (training.SegmentResult, error) {
 		sctx, tel := startSegment(ctx, in) // the segment's span and metrics (telemetry.go)
 		stamps := &training.Stamps{}
 		res, err := run(sctx, in, func(m ppo.Metrics) {

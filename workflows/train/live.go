@@ -25,6 +25,9 @@ type Live struct {
 	Checkpoint int64
 	// Loop is set for an LLM loop (kind llm).
 	Loop *LoopLive
+	// Waiting says what an activity in flight waits on (S3 not answering),
+	// the second value of its heartbeat (beating).
+	Waiting string
 }
 
 // LoopLive is a running loop's state as its activities last reported it.
@@ -44,6 +47,12 @@ func LiveOf(pending []*workflowpb.PendingActivityInfo) Live {
 		details := pa.GetHeartbeatDetails()
 		if details == nil {
 			continue
+		}
+		if ps := details.GetPayloads(); len(ps) > 1 {
+			var why string
+			if dc.FromPayload(ps[1], &why) == nil && why != "" {
+				l.Waiting = why
+			}
 		}
 		if l.loop(pa.GetActivityType().GetName(), details) {
 			continue

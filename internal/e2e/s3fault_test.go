@@ -1,0 +1,91 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trainyard/trainyard/internal/testhosts"
+)
+
+// TestTrainingWaitsOutAnUnreachableS3 (issue 31): S3 unreachable from a
+// training host for 60 s (its packets dropped both ways, the control plane
+// still reachable). The run waits, says why in `run show`, and goes on
+// once S3 is back: every iteration recorded once, and every checkpoint it
+// lists complete (no partial one ever visible).
+func TestTrainingWaitsOutAnUnreachableS3(t *testing.T) {
+	t.Parallel()
+	n := testhosts.New(t)
+	dev := startDev(t, t.TempDir(), "--ip", n.Gateway.String())
+	h := n.Host("nickel")
+	cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", "name: lab\ndefaults: {provisioner: {kind: static}, resources: {cpus: 1}}\nnodes: [{name: nickel}]\n"), "--wait=false")
+	var keys struct {
+		ID     string `json:"access_key_id"`
+		Secret string `json:"secret_access_key"`
+	}
+	if b, err := os.ReadFile(dev.ep.S3Credentials); err != nil || json.Unmarshal(b, &keys) != nil {
+		t.Fatalf("dev's S3 credentials: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	startSystemdAgent(ctx, t, h, map[string]string{
+		"TRAINYARD_CLUSTER":            "lab",
+		"TRAINYARD_NODE":               "nickel",
+		"TRAINYARD_TEMPORAL_ADDRESS":   dev.ep.Temporal,
+		"TRAINYARD_JOIN_SECRET":        strings.TrimSpace(cli(t, dev, "cluster", "join-token", "lab")),
+		"TRAINYARD_GPUS":               "none",
+		"TRAINYARD_HEARTBEAT_INTERVAL": "2s",
+		"TRAINYARD_S3_ENDPOINT":        dev.ep.S3,
+		"TRAINYARD_S3_BUCKET":          dev.ep.Bucket,
+		"AWS_ACCESS_KEY_ID":            keys.ID,
+		"AWS_SECRET_ACCESS_KEY":        keys.Secret,
+	})
+	waitNodeIdleAt(t, dev, "lab", "nickel", h)
+	u, err := url.Parse(dev.ep.S3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3, err := netip.ParseAddrPort(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	id := strings.TrimSpace(cli(t, dev, "run", "train", "--cluster", "lab", "--detach", "--env", "CartPole-v1",
+		"--iterations", "20", "--checkpoint-every", "2", "--seed", "3"))
+	waitRun(t, dev, id, 3*time.Minute, func(r runView) bool { return trained(r) >= 4 && r.Progress.State == "running" })
+	h.PartitionFromService(s3)
+	cut := time.Now()
+	said, shown := "", ""
+	for time.Since(cut) < 60*time.Second {
+		var r struct {
+			Waiting string `json:"waiting"`
+		}
+		dev.call("GET", "/v1/runs/"+id, dev.admin, nil, &r)
+		if said == "" && r.Waiting != "" {
+			said = fmt.Sprintf("after %v: %s", time.Since(cut).Round(time.Second), r.Waiting)
+			shown = cli(t, dev, "run", "show", id)
+		}
+		time.Sleep(time.Second)
+	}
+	h.Heal()
+	healed := time.Now()
+	if !strings.Contains(said, "S3 has not answered") || !strings.Contains(shown, "waiting on") {
+		t.Errorf("the run never said it waits on S3 in 60 s without it (waiting %q); run show:\n%s", said, shown)
+	}
+	t.Logf("without S3, the run said %s", said)
+	r := waitRun(t, dev, id, 4*time.Minute, func(r runView) bool { return r.Status != "running" })
+	if r.Status != "completed" || (r.Progress.State != "succeeded" && r.Progress.State != "completed") {
+		t.Fatalf("run %s after S3 came back: %s/%s: %s %s", id, r.Status, r.Progress.State, r.Error, r.Progress.Reason)
+	}
+	assertEveryIteration(t, r) // none lost, none twice
+	// The newest checkpoint is whole: it downloads, every chunk's checksum good.
+	cli(t, dev, "run", "download", id, "latest", "-d", t.TempDir())
+	t.Logf("S3 unreachable from %s for 60 s: run %s finished %v after the heal; lost segments %d, iterations lost 0, duplicated 0",
+		h.Name, id, time.Since(healed).Round(time.Second), r.Progress.Failures)
+}
