@@ -95,19 +95,29 @@ func (r *Runner) bus() (*objstore.Store, error) {
 }
 
 func getObject(ctx context.Context, s *objstore.Store, key string) ([]byte, error) {
+	b, _, err := getObjectTagged(ctx, s, key)
+	return b, err
+}
+
+// getObjectTagged is getObject with the object's ETag.
+func getObjectTagged(ctx context.Context, s *objstore.Store, key string) ([]byte, string, error) {
 	o, err := s.Client.GetObject(ctx, s.Bucket, key, minio.GetObjectOptions{})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer o.Close()
 	b, err := io.ReadAll(o)
 	if err != nil {
 		if minio.ToErrorResponse(err).Code == "NoSuchKey" {
-			return nil, errNoObject
+			return nil, "", errNoObject
 		}
-		return nil, err
+		return nil, "", err
 	}
-	return b, nil
+	info, err := o.Stat()
+	if err != nil {
+		return nil, "", err
+	}
+	return b, info.ETag, nil
 }
 
 var (
@@ -312,10 +322,15 @@ func deleteBusKeys(ctx context.Context, s *objstore.Store, first string, rest ..
 // gather waits for every worker's fragment of iteration it+1 acted with
 // this generation's version it. Fragments of another generation or version
 // are stale (written by a worker that had not yet seen this session's
-// weights): they are removed, and the worker's next one awaited.
+// weights): they are skipped, and the worker's next one awaited.
 func (r *Runner) gather(ctx context.Context, bus *objstore.Store, run, gen string, it int64, workers int) ([]*ppo.Fragment, error) {
 	frags := make([]*ppo.Fragment, workers)
 	missing := workers
+	// A stale fragment is left where it is: its worker overwrites it.
+	// (Removing it raced that write: read stale, worker writes, remove,
+	// and the trainer waited forever for a fragment its worker had
+	// written.) Its ETag spares reading it again until it changes.
+	stale := map[int]string{}
 	t := time.NewTicker(busPoll)
 	defer t.Stop()
 	for {
@@ -324,7 +339,12 @@ func (r *Runner) gather(ctx context.Context, bus *objstore.Store, run, gen strin
 				continue
 			}
 			key := FragmentKey(run, it+1, w)
-			b, err := getObject(ctx, bus, key)
+			if tag, ok := stale[w]; ok {
+				if info, err := bus.Client.StatObject(ctx, bus.Bucket, key, minio.StatObjectOptions{}); err == nil && info.ETag == tag {
+					continue
+				}
+			}
+			b, tag, err := getObjectTagged(ctx, bus, key)
 			if errors.Is(err, errNoObject) {
 				continue
 			}
@@ -333,7 +353,7 @@ func (r *Runner) gather(ctx context.Context, bus *objstore.Store, run, gen strin
 			}
 			f, err := ppo.DecodeFragment(b)
 			if err != nil || f.Generation != gen || f.WeightVersion != it || f.Worker != w {
-				_ = bus.Client.RemoveObject(ctx, bus.Bucket, key, minio.RemoveObjectOptions{})
+				stale[w] = tag
 				continue
 			}
 			frags[w] = f

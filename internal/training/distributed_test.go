@@ -153,3 +153,48 @@ func TestSpecRolloutWorkers(t *testing.T) {
 		t.Fatal("in-process env count changed")
 	}
 }
+
+// TestGatherLeavesStaleFragments: a fragment of another trainer session is
+// skipped, not removed, and the trainer takes the one its worker writes
+// over it. Removing it raced that write (read stale, worker writes, remove:
+// the trainer then waited forever; seen once in make test's race run).
+func TestGatherLeavesStaleFragments(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run := "run-stale-" + strings.ReplaceAll(time.Now().Format("150405.000"), ".", "")
+	frag := func(gen string) []byte {
+		f := &ppo.Fragment{Iteration: 7, WeightVersion: 6, Generation: gen, NumEnvs: 1, NumSteps: 1, ObsDim: 1, ActDim: 1,
+			Obs: []float64{0}, Actions: []float64{0}, LogProbs: []float64{0}, Values: []float64{0}, Rewards: []float64{1},
+			Terminated: []bool{false}, Truncated: []bool{false}, NextValues: []float64{0}}
+		b, err := f.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	key := FragmentKey(run, 7, 0)
+	if err := putObject(ctx, bucket, key, frag("old-session")); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{Objects: bucket}
+	got := make(chan []*ppo.Fragment, 1)
+	go func() {
+		fs, err := r.gather(ctx, bucket, run, "new-session", 6, 1)
+		if err != nil && ctx.Err() == nil {
+			t.Error(err)
+		}
+		got <- fs
+	}()
+	time.Sleep(10 * busPoll)
+	if _, err := bucket.Client.StatObject(ctx, bucket.Bucket, key, minio.StatObjectOptions{}); err != nil {
+		cancel()
+		<-got
+		t.Fatalf("the stale fragment is gone (%v): a worker's write over it could have gone with it", err)
+	}
+	if err := putObject(ctx, bucket, key, frag("new-session")); err != nil {
+		t.Fatal(err)
+	}
+	if fs := <-got; len(fs) != 1 || fs[0] == nil || fs[0].Generation != "new-session" {
+		t.Fatalf("gathered %+v, want the new session's fragment", fs)
+	}
+}
