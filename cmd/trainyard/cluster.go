@@ -303,7 +303,7 @@ func healthSummary(st cluster.Status) string {
 }
 
 func clusterTable(w *tabwriter.Writer, st cluster.Status) {
-	fmt.Fprintf(w, "NODE\tHEALTH\tPROVIDER\tCPU (used/total)\tMEMORY (used/total)\tGPU (used/total)\tJOBS\tERROR\n")
+	fmt.Fprintf(w, "NODE\tHEALTH\tADDRESS\tPROVIDER\tCPU (used/total)\tMEMORY (used/total)\tGPU (used/total)\tJOBS\tERROR\n")
 	for _, n := range st.Nodes {
 		gpu := fmt.Sprintf("%d/%d", len(n.Used.GPUs), len(n.Resources.GPUs))
 		if len(n.Resources.GPUs) > 0 {
@@ -319,11 +319,11 @@ func clusterTable(w *tabwriter.Writer, st cluster.Status) {
 		if n.GPUsDiffer != "" {
 			note = strings.TrimPrefix(note+"; ", "; ") + "GPUs differ: " + n.GPUsDiffer
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%.1f/%.1f\t%s/%s\t%s\t%d\t%s\n", n.Name, health, n.Provider,
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.1f/%.1f\t%s/%s\t%s\t%d\t%s\n", n.Name, health, orDash(n.Address), n.Provider,
 			n.Used.CPUs, n.Resources.CPUs, humanMB(n.Used.MemoryMB), humanMB(n.Resources.MemoryMB), gpu, len(n.Jobs), note)
 	}
 	t := st.Totals
-	fmt.Fprintf(w, "TOTAL (%d nodes: %s)\t\t\t%.1f/%.1f\t%s/%s\t%d/%d\t\t\n", t.Nodes, healthSummary(st),
+	fmt.Fprintf(w, "TOTAL (%d nodes: %s)\t\t\t\t%.1f/%.1f\t%s/%s\t%d/%d\t\t\n", t.Nodes, healthSummary(st),
 		t.CPUsUsed, t.CPUs, humanMB(t.MemoryMBUsed), humanMB(t.MemoryMB), t.GPUsUsed, t.GPUs)
 	if len(st.Refused) > 0 {
 		fmt.Fprintf(w, "\nREFUSED NODE\tAGENT\tHEARTBEATS\tLAST\tWHY\n")
