@@ -2,11 +2,9 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -27,27 +25,9 @@ func TestTrainingThroughLossAndAnUnreachableS3(t *testing.T) {
 	dev := startDev(t, t.TempDir(), "--ip", n.Gateway.String())
 	h := n.Host("nickel")
 	cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", "name: lab\ndefaults: {provisioner: {kind: static}, resources: {cpus: 1}}\nnodes: [{name: nickel}]\n"), "--wait=false")
-	var keys struct {
-		ID     string `json:"access_key_id"`
-		Secret string `json:"secret_access_key"`
-	}
-	if b, err := os.ReadFile(dev.ep.S3Credentials); err != nil || json.Unmarshal(b, &keys) != nil {
-		t.Fatalf("dev's S3 credentials: %v", err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	startSystemdAgent(ctx, t, h, map[string]string{
-		"TRAINYARD_CLUSTER":            "lab",
-		"TRAINYARD_NODE":               "nickel",
-		"TRAINYARD_TEMPORAL_ADDRESS":   dev.ep.Temporal,
-		"TRAINYARD_JOIN_SECRET":        strings.TrimSpace(cli(t, dev, "cluster", "join-token", "lab")),
-		"TRAINYARD_GPUS":               "none",
-		"TRAINYARD_HEARTBEAT_INTERVAL": "2s",
-		"TRAINYARD_S3_ENDPOINT":        dev.ep.S3,
-		"TRAINYARD_S3_BUCKET":          dev.ep.Bucket,
-		"AWS_ACCESS_KEY_ID":            keys.ID,
-		"AWS_SECRET_ACCESS_KEY":        keys.Secret,
-	})
+	startSystemdAgent(ctx, t, h, labAgentEnv(dev, "nickel", strings.TrimSpace(cli(t, dev, "cluster", "join-token", "lab")), devS3Keys(t, dev)))
 	waitNodeIdleAt(t, dev, "lab", "nickel", h)
 	u, err := url.Parse(dev.ep.S3)
 	if err != nil {

@@ -114,29 +114,11 @@ nodes: [{name: nickel}, {name: zinc}]
 	cli(t, dev, "cluster", "up", "-f", writeFile(t, "lab.yaml", spec), "--wait=false", "--heartbeat-timeout", "6s")
 	token := strings.TrimSpace(cli(t, dev, "cluster", "join-token", "lab"))
 
-	// The operator's S3 keys: here the dev gateway's own.
-	var keys struct {
-		ID     string `json:"access_key_id"`
-		Secret string `json:"secret_access_key"`
-	}
-	if b, err := os.ReadFile(dev.ep.S3Credentials); err != nil || json.Unmarshal(b, &keys) != nil {
-		t.Fatalf("dev's S3 credentials: %v", err)
-	}
+	keys := devS3Keys(t, dev)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for name, h := range hosts {
-		startSystemdAgent(ctx, t, h, map[string]string{
-			"TRAINYARD_CLUSTER":            "lab",
-			"TRAINYARD_NODE":               name,
-			"TRAINYARD_TEMPORAL_ADDRESS":   dev.ep.Temporal,
-			"TRAINYARD_JOIN_SECRET":        token,
-			"TRAINYARD_GPUS":               "none",
-			"TRAINYARD_HEARTBEAT_INTERVAL": "2s",
-			"TRAINYARD_S3_ENDPOINT":        dev.ep.S3,
-			"TRAINYARD_S3_BUCKET":          dev.ep.Bucket,
-			"AWS_ACCESS_KEY_ID":            keys.ID,
-			"AWS_SECRET_ACCESS_KEY":        keys.Secret,
-		})
+		startSystemdAgent(ctx, t, h, labAgentEnv(dev, name, token, keys))
 	}
 	status := func() clusterStatus {
 		var st clusterStatus
@@ -257,6 +239,40 @@ nodes: [{name: nickel}, {name: zinc}]
 	assertEveryIteration(t, r) // none lost, none twice
 	t.Logf("partition of %s (heartbeat timeout 6 s): Dead after %v, run moved to %s after %v (lost segments %d, iterations lost 0, duplicated 0), %s back %v after the heal",
 		cutNode, dead.Round(time.Second), other, moved.Round(time.Second), r.Progress.Failures, cutNode, back.Round(time.Second))
+}
+
+// s3Keys are S3 access keys as dev writes them.
+type s3Keys struct {
+	ID     string `json:"access_key_id"`
+	Secret string `json:"secret_access_key"`
+}
+
+// devS3Keys are the operator's S3 keys: here the dev gateway's own.
+func devS3Keys(t *testing.T, dev *devProc) s3Keys {
+	t.Helper()
+	var keys s3Keys
+	if b, err := os.ReadFile(dev.ep.S3Credentials); err != nil || json.Unmarshal(b, &keys) != nil {
+		t.Fatalf("dev's S3 credentials: %v", err)
+	}
+	return keys
+}
+
+// labAgentEnv is what an operator sets in deploy/systemd's agent.env for
+// node of cluster lab on dev: its Temporal and S3, a join token, no GPUs,
+// a heartbeat every 2 s.
+func labAgentEnv(dev *devProc, node, token string, keys s3Keys) map[string]string {
+	return map[string]string{
+		"TRAINYARD_CLUSTER":            "lab",
+		"TRAINYARD_NODE":               node,
+		"TRAINYARD_TEMPORAL_ADDRESS":   dev.ep.Temporal,
+		"TRAINYARD_JOIN_SECRET":        token,
+		"TRAINYARD_GPUS":               "none",
+		"TRAINYARD_HEARTBEAT_INTERVAL": "2s",
+		"TRAINYARD_S3_ENDPOINT":        dev.ep.S3,
+		"TRAINYARD_S3_BUCKET":          dev.ep.Bucket,
+		"AWS_ACCESS_KEY_ID":            keys.ID,
+		"AWS_SECRET_ACCESS_KEY":        keys.Secret,
+	}
 }
 
 // waitNodeIdleAt waits until cluster's node is Idle, advertising h's
