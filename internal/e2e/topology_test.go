@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/trainyard/trainyard/api"
+	"github.com/trainyard/trainyard/internal/inference/inferencetest"
 	"github.com/trainyard/trainyard/internal/provision/sshtest"
 	"github.com/trainyard/trainyard/internal/pythontest"
 	"github.com/trainyard/trainyard/internal/testhosts"
@@ -99,12 +100,13 @@ func (s *service) await(t *testing.T, re string) string {
 // and two `trainyard worker`s against them, and three static agents started
 // as the systemd unit starts them, each on a test host of its own, and two
 // nodes a worker provisions over SSH into hosts of their own. A
-// CartPole run trains across them; kill -9 of one server replica and one
-// worker mid-run: the API answers through the other replica at once, and
-// the run finishes with every iteration recorded once. Beside it, a 2-rank
+// CartPole run trains to 475 across them; kill -9 of one server replica
+// and one worker mid-run: the API answers through the other replica at
+// once, and the run finishes with every iteration recorded once. Beside it, a 2-rank
 // torch.distributed (gloo) gang on the two other hosts: rank 1 reaches
 // rank 0 at the address its host's agent advertises, over the hosts' own
-// links.
+// links. Then an LLM loop, its trainer and rollout workers on different
+// hosts.
 func TestProductionTopology(t *testing.T) {
 	t.Parallel()
 	pythontest.Require(t, "TRAINYARD_REQUIRE_TORCH", "python-torch", "torch.distributed")
@@ -162,8 +164,17 @@ func TestProductionTopology(t *testing.T) {
 	}
 	ctl := useReplica(0)
 
+	// An OpenAI-compatible server beside the control plane, for the LLM
+	// loop: its trainer's host reaches it to announce weights, its rollout
+	// workers' hosts to play.
+	srv, err := inferencetest.Listen(gw+":0", "arith-1b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
 	names := []string{"tin", "lead", "iron"}
-	spec := "name: lab\ndefaults: {provider: lab, provisioner: {kind: static}, resources: {cpus: 1}}\nnodes: [{name: tin}, {name: lead}, {name: iron}]\n"
+	spec := fmt.Sprintf("name: lab\ndefaults: {provider: lab, provisioner: {kind: static}, resources: {cpus: 1}}\nnodes: [{name: tin}, {name: lead}, {name: iron}]\n"+
+		"endpoints:\n  - {name: llm, url: %q, model: arith-1b, max_concurrency: 200, type: webhook, reload_url: %q}\n", srv.URL, srv.URL+"/admin/reload")
 	// The default heartbeat timeout: nothing here is partitioned, and on a
 	// starved machine a 6 s one declares healthy nodes Dead.
 	cli(t, ctl, "cluster", "up", "-f", writeFile(t, "lab.yaml", spec), "--wait=false")
@@ -232,7 +243,7 @@ func TestProductionTopology(t *testing.T) {
 	}
 
 	id := strings.TrimSpace(cli(t, ctl, "run", "train", "--cluster", "lab", "--detach", "--env", "CartPole-v1",
-		"--iterations", "20", "--checkpoint-every", "2", "--seed", "3"))
+		"--target-return", "475", "--checkpoint-every", "20", "--seed", "3"))
 	gang := strings.TrimSpace(cli(t, ctl, "run", "train", "--cluster", "lab", "--nodes", "2", "--sync-every", "1", "--detach", "--", pythontest.Python, "-c", allReduce))
 	// A self-play generation on the SSH nodes (the binary's own
 	// kinrow-square8_2p plugin): play, gate, export, train, gauntlet.
@@ -248,16 +259,13 @@ func TestProductionTopology(t *testing.T) {
 		t.Fatalf("replica B right after A's kill: %d %s", code, raw)
 	}
 	answered := time.Since(killed)
-	r = waitRun(t, ctl, id, 4*time.Minute, func(r runView) bool { return r.Status != "running" })
-	if r.Status != "completed" || r.Progress.State != "succeeded" {
-		t.Fatalf("run %s after the kills: %s/%s: %s %s", id, r.Status, r.Progress.State, r.Error, r.Progress.Reason)
-	}
-	assertEveryIteration(t, r)
+	r = waitRun(t, ctl, id, 6*time.Minute, func(r runView) bool { return r.Status != "running" })
+	assertReached(t, r, 475) // every iteration once, none lost
 	if out := cli(t, ctl, "run", "show", id); !strings.Contains(out, "succeeded") {
 		t.Fatalf("run show through replica B:\n%s", out)
 	}
-	t.Logf("topology: replica B answered %v after A's kill; the run finished %v after the kills (%d lost segments)",
-		answered.Round(time.Millisecond), time.Since(killed).Round(time.Second), r.Progress.Failures)
+	t.Logf("topology: replica B answered %v after A's kill; the run reached %.1f at iteration %d, %v after the kills (%d lost segments)",
+		answered.Round(time.Millisecond), r.Progress.MeanReturn, r.Progress.Iteration, time.Since(killed).Round(time.Second), r.Progress.Failures)
 
 	g := waitRun(t, ctl, gang, 4*time.Minute, func(r runView) bool { return r.Status != "running" })
 	if g.Progress.State != "succeeded" {
@@ -290,4 +298,60 @@ func TestProductionTopology(t *testing.T) {
 		t.Fatalf("self-play generation on the SSH nodes: %+v", g1)
 	}
 	t.Logf("self-play generation on %s: %d games, %d positions, candidate %s, gauntlet %+v", g1.Node, g1.Games, g1.Positions, g1.Model, g1.Gauntlet)
+
+	// An LLM loop (kind llm) across the hosts: its trainer on one, its two
+	// rollout workers spread to the others. The workers hand trajectories
+	// to the pool and ask for weight versions at the trainer's advertised
+	// address, so the loop reaches its last step only if they can.
+	trainer, err := filepath.Abs("../../plugins/arithmetic/trainer/train.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := strings.TrimSpace(cli(t, ctl, "run", "llm", "--detach", "-f", writeFile(t, "loop.yaml", fmt.Sprintf(`
+name: arith-loop
+cluster: lab
+env: arithmetic
+capabilities: {http: [llm]}
+rollout_workers: 2
+cpus: 0.5
+rollout_cpus: 0.5
+seed: 5
+command: [%s, %s, --min-step-seconds, "0.2"]
+llm: {steps: 12, batch: 16, max_concurrency: 32, pool_capacity: 64}
+`, pythontest.Python, trainer))))
+	// Where each role ran, while it runs (a finished run lists none).
+	var lr loopRun
+	trainerNode, workerNodes := "", map[string]bool{}
+	for deadline := time.Now().Add(4 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		lr = loopRun{}
+		ctl.call("GET", "/v1/runs/"+loop, ctl.admin, nil, &lr)
+		if lr.Status != "running" && lr.Status != "" {
+			break
+		}
+		if lr.Progress.Node != "" {
+			trainerNode = lr.Progress.Node
+		}
+		for _, w := range lr.Progress.RolloutWorkers {
+			if w.Node != "" && w.State == "running" {
+				workerNodes[w.Node] = true
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("LLM loop %s not done after 4m: %+v", loop, lr.Progress)
+		}
+	}
+	if lr.Status != "completed" || lr.Progress.Loop == nil || lr.Progress.Loop.Step != 12 {
+		t.Fatalf("LLM loop %s across hosts: %s/%s (%s %s), loop %+v", loop, lr.Status, lr.Progress.State, lr.Error, lr.Progress.Reason, lr.Progress.Loop)
+	}
+	elsewhere := 0
+	for nd := range workerNodes {
+		if nd != trainerNode && hosts[nd] != nil {
+			elsewhere++
+		}
+	}
+	if hosts[trainerNode] == nil || elsewhere == 0 || len(srv.Reloads()) == 0 {
+		t.Fatalf("LLM loop: trainer on %q, workers on %v, %d reloads: want a worker on another host than the trainer's and announced weights", trainerNode, workerNodes, len(srv.Reloads()))
+	}
+	t.Logf("LLM loop %s: 12 steps, trainer on %s (%s), workers on %v; %d chat completions, %d reloads announced",
+		loop, trainerNode, hosts[trainerNode].Addr, workerNodes, srv.Completed(), len(srv.Reloads()))
 }
