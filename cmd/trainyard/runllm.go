@@ -105,6 +105,9 @@ func loopRows(w *tabwriter.Writer, r api.Run) {
 	p := st.Pool
 	fmt.Fprintf(w, "pool\t%d/%d deep; %d put, %d taken, %d dropped, %d stale, %d duplicates; blocked %d puts for %.1fs\n",
 		p.Depth, p.Capacity, p.Put, p.Taken, p.Dropped, p.Stale, p.Duplicates, p.BlockedPuts, p.BlockedSeconds)
+	if p.Superseded > 0 {
+		fmt.Fprintf(w, "superseded workers\t%d requests refused (rollout workers of an earlier trainer placement)\n", p.Superseded)
+	}
 	fmt.Fprintf(w, "off-policy lag\t%s\n", lagLine(p.Lag))
 	for _, e := range st.Endpoints {
 		line := fmt.Sprintf("serves weights v%d", e.Version)

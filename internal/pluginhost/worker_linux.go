@@ -281,7 +281,9 @@ func (w *WorkerVecEnv) start(ctx context.Context) error {
 		w.kill()
 		return w.fail("worker", fmt.Errorf("send module: %w", err))
 	}
-	return w.await(ctx, "worker start", w.m.limits.InitTimeout+30*time.Second) // includes a cold compile
+	// The allowance includes a cold compile: under -race on a loaded 2-core
+	// machine with a cold cache one took 32 s (make test, TestWorkerHostile).
+	return w.await(ctx, "worker start", w.m.limits.InitTimeout+90*time.Second)
 }
 
 // await reads the worker's one-byte reply within timeout.

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/trainyard/trainyard/internal/agent/procenv"
@@ -45,6 +46,11 @@ type LoopTrainerInput struct {
 	// Port is where the pool listens (all interfaces): rollout workers on
 	// other nodes put trajectories there.
 	Port int `json:"port"`
+	// PoolPath is the path the pool serves under (/placement/EPOCH; empty
+	// in histories from before it): a rollout worker of a superseded
+	// trainer still holds the old path, so it is refused even where this
+	// trainer listens at the address and port its predecessor had.
+	PoolPath string `json:"pool_path,omitempty"`
 	// Epoch fences the run's checkpoints to this trainer (checkpoint.Claim).
 	Epoch int64     `json:"epoch,omitempty"`
 	Dir   string    `json:"-"`
@@ -76,6 +82,7 @@ type PoolStatus struct {
 	Put            int64   `json:"put"`
 	Taken          int64   `json:"taken"`
 	Dropped        int64   `json:"dropped" doc:"Evicted when full (drop_oldest)."`
+	Superseded     int64   `json:"superseded,omitempty" doc:"Requests refused from rollout workers of a superseded trainer (an earlier placement, cut off or late)."`
 	Stale          int64   `json:"stale" doc:"Discarded at batch time for a lag over max_lag."`
 	Duplicates     int64   `json:"duplicates" doc:"Puts of an episode already accepted (a replay after a crash, a retried put): not counted again."`
 	BlockedPuts    int64   `json:"blocked_puts"`
@@ -99,6 +106,37 @@ type PublishedVersion struct {
 	Step     int64   `json:"step"`
 	Seconds  float64 `json:"seconds"`
 	Uploaded int64   `json:"uploaded_bytes"`
+}
+
+// poolServer serves the pool and the endpoints' weight versions under
+// path; a request under any other path (a rollout worker of a superseded
+// trainer) is refused with 409 and counted in superseded.
+func poolServer(pool *trajpool.Pool, clients []*inference.Client, path string, superseded *atomic.Int64) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", trajpool.Handler(pool, 0))
+	mux.HandleFunc("GET "+VersionsPath, func(w http.ResponseWriter, _ *http.Request) {
+		v := map[string]int64{}
+		for _, c := range clients {
+			v[c.Endpoint().Name] = c.WeightVersion()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(v)
+	})
+	if path == "" {
+		return mux
+	}
+	inner := http.StripPrefix(path, mux)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rest, ok := strings.CutPrefix(r.URL.Path, path); !ok || !strings.HasPrefix(rest, "/") {
+			superseded.Add(1)
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(map[string]any{"title": "Conflict", "status": http.StatusConflict,
+				"detail": "this trajectory pool serves " + path + ": the request came for " + r.URL.Path + ", from a rollout worker of a superseded trainer"})
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
 }
 
 // RunLoopTrainer runs the trainer side of a kind llm run until its last
@@ -152,17 +190,8 @@ func (r *Runner) RunLoopTrainer(ctx context.Context, in LoopTrainerInput, beat f
 	if err != nil {
 		return st, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/", trajpool.Handler(pool, 0))
-	mux.HandleFunc("GET "+VersionsPath, func(w http.ResponseWriter, _ *http.Request) {
-		v := map[string]int64{}
-		for _, c := range clients {
-			v[c.Endpoint().Name] = c.WeightVersion()
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(v)
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	var superseded atomic.Int64
+	srv := &http.Server{Handler: poolServer(pool, clients, in.PoolPath, &superseded), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 	defer pool.Close()
@@ -211,7 +240,8 @@ func (r *Runner) RunLoopTrainer(ctx context.Context, in LoopTrainerInput, beat f
 		defer mu.Unlock()
 		ps := pool.Stats()
 		st.Pool = PoolStatus{Depth: ps.Depth, Capacity: loop.PoolCapacity, Put: ps.Put, Taken: ps.Taken, Dropped: ps.Dropped, Stale: ps.Stale,
-			Duplicates: ps.Duplicates, BlockedPuts: ps.BlockedPuts, BlockedSeconds: ps.BlockedTime.Seconds(), Lag: ps.Lag[:], MaxLag: ps.MaxLag}
+			Duplicates: ps.Duplicates, BlockedPuts: ps.BlockedPuts, BlockedSeconds: ps.BlockedTime.Seconds(), Lag: ps.Lag[:], MaxLag: ps.MaxLag,
+			Superseded: superseded.Load()}
 		st.Endpoints = make([]EndpointVersion, 0, len(clients)) // a fresh slice: earlier snapshots are being sent
 		for _, c := range clients {
 			st.Endpoints = append(st.Endpoints, EndpointVersion{Name: c.Endpoint().Name, Version: c.WeightVersion(), Error: endpointErr[c.Endpoint().Name]})

@@ -43,6 +43,14 @@ func runLoop(ctx workflow.Context, in Input, spec training.Spec, alloc cluster.A
 		}
 	}
 	fl.pool = "http://" + net.JoinHostPort(addr, strconv.Itoa(port))
+	// The pool serves under its placement's epoch: a rollout worker of a
+	// superseded trainer (cut off, then healed) holds the old URL, and is
+	// refused even where this trainer got its predecessor's address and port.
+	poolPath := ""
+	if workflow.GetVersion(ctx, "loop-pool-epoch-path", workflow.DefaultVersion, 1) == 1 {
+		poolPath = "/placement/" + strconv.FormatInt(p.Epoch, 10)
+		fl.pool += poolPath
+	}
 	fl.start(ctx, in, spec, p, placed)
 	tctx, cancel := workflow.WithCancel(ctx)
 	fl.segCancel = cancel // a worker that fails for good stops the trainer
@@ -53,7 +61,7 @@ func runLoop(ctx workflow.Context, in Input, spec training.Spec, alloc cluster.A
 	ao := workflow.GetActivityOptions(actx)
 	ao.WaitForCancellation = true
 	f := workflow.ExecuteActivity(workflow.WithActivityOptions(actx, ao), (*AgentActivities).RunLoopTrainer, training.LoopTrainerInput{
-		RunID: in.RunID, Spec: spec, GPUs: alloc.GPUs, Endpoints: in.Endpoints, Port: port, Epoch: p.Epoch,
+		RunID: in.RunID, Spec: spec, GPUs: alloc.GPUs, Endpoints: in.Endpoints, Port: port, PoolPath: poolPath, Epoch: p.Epoch,
 	})
 	ended := false
 	workflow.Go(ctx, func(ctx workflow.Context) {
