@@ -181,10 +181,15 @@ func rolloutWorkerPartitioned(t *testing.T, n *testhosts.Net, dev *devProc, host
 			break
 		}
 	}
-	w := v.Progress.RolloutWorkers[1]
+	// The worker to cut off: one on a host of its own.
+	ws := v.Progress.RolloutWorkers
+	w := ws[1]
+	if w.Node == v.Progress.Node {
+		w = ws[0]
+	}
 	cutHost := byName[w.Node]
-	if cutHost == nil || w.Node == v.Progress.Node || w.Node == v.Progress.RolloutWorkers[0].Node {
-		t.Fatalf("trainer on %s, workers %+v: want one host each", v.Progress.Node, v.Progress.RolloutWorkers)
+	if cutHost == nil || w.Node == v.Progress.Node || ws[0].Node == ws[1].Node {
+		t.Fatalf("trainer on %s, workers %+v: want a worker on a host of its own", v.Progress.Node, ws)
 	}
 	cutAt := len(v.Progress.Metrics)
 	cut := time.Now()
@@ -234,7 +239,7 @@ func rolloutWorkerPartitioned(t *testing.T, n *testhosts.Net, dev *devProc, host
 		w.Worker, w.Node, cutAt, replaced.Node, moved.Round(time.Second), why, len(v.Progress.Metrics), late)
 }
 
-// gangRankPartitioned: a 2-rank gloo gang (allReduce, 120 steps), rank 0's
+// gangRankPartitioned: a 2-rank gloo gang (allReduce, 160 steps), rank 0's
 // host cut off from the control plane and S3 after a few synced steps.
 // Rank 1 still reaches rank 0 host to host, so the cut-off gang trains on
 // until rank 0's heartbeat times out; then the gang stops and is placed
@@ -243,7 +248,9 @@ func rolloutWorkerPartitioned(t *testing.T, n *testhosts.Net, dev *devProc, host
 // is refused by the fence (its agent's stale_refused counter): the run's
 // newest checkpoint is only ever the new gang's.
 func gangRankPartitioned(t *testing.T, n *testhosts.Net, dev *devProc, hosts []*testhosts.Host) {
-	script := strings.NewReplacer("range(start, 40)", "range(start, 120)", "time.sleep(0.5)", "time.sleep(0.25)").Replace(allReduce)
+	// 40 s of steps: the cut-off gang must still be at it when rank 0's
+	// heartbeat times out (22 s after the cut here).
+	script := strings.NewReplacer("range(start, 40)", "range(start, 160)", "time.sleep(0.5)", "time.sleep(0.25)").Replace(allReduce)
 	id := strings.TrimSpace(cli(t, dev, "run", "train", "--cluster", "spread", "--nodes", "2", "--cpus", "0.5", "--sync-every", "1", "--detach", "--", pythontest.Python, "-c", script))
 	byName := map[string]*testhosts.Host{}
 	for _, h := range hosts {
@@ -286,10 +293,11 @@ func gangRankPartitioned(t *testing.T, n *testhosts.Net, dev *devProc, hosts []*
 		t.Fatalf("gang %s after rank 0's host was cut off: %s/%s (%s), %d failures", id, r.Status, r.Progress.State, r.Error, r.Progress.Failures)
 	}
 	logs := cli(t, dev, "run", "logs", id, "--rank", "0")
-	done := regexp.MustCompile(`rank 0 of 2 done: sum 3, from step ([0-9]+)`).FindStringSubmatch(logs)
-	if done == nil {
+	ends := regexp.MustCompile(`rank 0 of 2 done: sum 3, from step ([0-9]+)`).FindAllStringSubmatch(logs, -1)
+	if ends == nil {
 		t.Fatalf("rank 0's log: no end of the restarted gang:\n%s", logs)
 	}
+	done := ends[len(ends)-1]
 	from, _ := strconv.ParseInt(done[1], 10, 64)
 	if from < syncedAtCut {
 		t.Errorf("the restarted gang went on from step %d; step %d had been synced before the cut: steps lost", from, syncedAtCut)
