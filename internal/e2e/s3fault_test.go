@@ -65,7 +65,7 @@ func TestTrainingHostFaults(t *testing.T) {
 	lab := []*testhosts.Host{n.Host("nickel")}
 	spread := []*testhosts.Host{n.Host("cobalt"), n.Host("copper"), n.Host("tin")}
 	up(t, "lab", lab)
-	up(t, "spread", spread, "--heartbeat-timeout", "6s")
+	up(t, "spread", spread, "--heartbeat-timeout", "10s") // at 6 s, make test's load has declared starved nodes Dead
 	t.Run("loss and S3", func(t *testing.T) {
 		lossAndUnreachableS3(t, dev, lab[0])
 	})
