@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
@@ -14,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/trainyard/trainyard/internal/pythontest"
 	"github.com/trainyard/trainyard/internal/testhosts"
@@ -313,8 +315,7 @@ func gangRankPartitioned(t *testing.T, n *testhosts.Net, dev *devProc, hosts []*
 		cutHost.Name, syncedAtCut, ranks(), moved.Round(time.Second), done[1], refused)
 }
 
-// scrape sums a Prometheus text page's samples by metric name (each line
-// NAME{LABELS} VALUE, or NAME VALUE).
+// scrape sums a Prometheus text page's samples by metric name.
 func scrape(url string) (map[string]float64, error) {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -324,18 +325,16 @@ func scrape(url string) (map[string]float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s: %s", url, resp.Status)
 	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		l := sc.Text()
-		f := strings.Fields(l)
-		if strings.HasPrefix(l, "#") || len(f) < 2 {
-			continue
-		}
-		name := f[0][:strings.IndexAny(f[0]+"{", "{")]
-		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
-			out[name] += v
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			out[name] += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
 		}
 	}
-	return out, sc.Err()
+	return out, nil
 }
