@@ -24,8 +24,9 @@ import (
 // TestTrainingHostFaults (issue 31): faults on training hosts, sharing
 // one dev bound to a test network.
 //
-// "loss and S3", on a training host of its own: a run at 5% packet loss
-// each way completes, the node never declared Dead; then S3 unreachable
+// "loss and S3", on a training host of its own: a run with 200 ms of delay
+// on what the host sends and 5% packet loss each way completes, the node
+// never declared Dead; then S3 unreachable
 // from the host for 60 s (its packets dropped both ways, the control plane
 // still reachable): the run waits, says why in `run show`, and goes on
 // once S3 is back, every iteration recorded once, its newest checkpoint
@@ -93,12 +94,14 @@ func lossAndUnreachableS3(t *testing.T, dev *devProc, h *testhosts.Host) {
 		t.Fatal(err)
 	}
 
-	// 5% loss each way on the host's link for a whole run: it completes,
-	// and the node never flaps to Dead (heartbeats every 2 s, Dead after
-	// the default 15 s of silence).
+	// 200 ms delay and 5% loss each way on the host's link for a whole run:
+	// it completes, and the node never flaps to Dead (heartbeats every 2 s,
+	// Dead after the default 15 s of silence).
+	h.Delay(200 * time.Millisecond)
 	h.Loss(5)
+	start := time.Now()
 	lossy := strings.TrimSpace(cli(t, dev, "run", "train", "--cluster", "lab", "--detach", "--env", "CartPole-v1",
-		"--iterations", "12", "--checkpoint-every", "2", "--seed", "4"))
+		"--iterations", "8", "--checkpoint-every", "2", "--seed", "4"))
 	healths := map[string]int{}
 	r := waitRun(t, dev, lossy, 4*time.Minute, func(r runView) bool {
 		var st clusterStatus
@@ -110,10 +113,11 @@ func lossAndUnreachableS3(t *testing.T, dev *devProc, h *testhosts.Host) {
 	})
 	h.Heal()
 	if r.Status != "completed" || healths["Dead"] > 0 {
-		t.Fatalf("run %s at 5%% loss: %s/%s (%s); node health seen %v", lossy, r.Status, r.Progress.State, r.Error, healths)
+		t.Fatalf("run %s at 200 ms and 5%% loss: %s/%s (%s); node health seen %v", lossy, r.Status, r.Progress.State, r.Error, healths)
 	}
 	assertEveryIteration(t, r)
-	t.Logf("5%% loss on %s for a whole run: completed, %d lost segments, node health polled %v (never Dead)", h.Name, r.Progress.Failures, healths)
+	t.Logf("200 ms delay and 5%% loss on %s for a whole run: completed in %v, %d lost segments, node health polled %v (never Dead)",
+		h.Name, time.Since(start).Round(time.Second), r.Progress.Failures, healths)
 
 	id := strings.TrimSpace(cli(t, dev, "run", "train", "--cluster", "lab", "--detach", "--env", "CartPole-v1",
 		"--iterations", "20", "--checkpoint-every", "2", "--seed", "3"))

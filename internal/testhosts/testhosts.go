@@ -5,8 +5,8 @@
 // sshd, trainers) reach the control plane and each other only over that
 // link. Faults are nftables rules inside the host's namespace: a partition
 // from the control plane or from one peer (both ways: a silent drop, like a
-// cut cable, not a refusal), and random loss on the whole link. This kernel
-// has no netem, so there is no delay.
+// cut cable, not a refusal), and random loss on the whole link. Delay is a
+// relay in the test's process (delay.go): this kernel has no netem.
 //
 // It needs root (CAP_NET_ADMIN), iproute2 and nftables (`make test`
 // installs them). Where it cannot make namespaces, Require skips the test,
@@ -52,9 +52,11 @@ type Host struct {
 	NS   string     // network namespace name
 	Addr netip.Addr // its address on the Net
 	net  *Net
+	link string // its veth's end in the root namespace
 
 	mu     sync.Mutex
-	faults []string // nftables rules in force, for Heal
+	faults []string   // nftables rules in force, for Heal
+	delay  *delayLink // the relay Delay put on its link
 }
 
 var (
@@ -102,6 +104,14 @@ func New(t testing.TB) *Net {
 	n.Gateway = sub.Addr().Next()
 	t.Cleanup(n.close)
 	n.ip("link", "add", n.name, "type", "bridge")
+	// A bridge takes the lowest address of its ports unless it has one of
+	// its own; Delay adds and removes a port, and hosts would keep sending
+	// to a gateway address that is gone until their ARP entries expire.
+	mac, err := os.ReadFile("/sys/class/net/" + n.name + "/address")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.ip("link", "set", n.name, "address", strings.TrimSpace(string(mac)))
 	n.ip("addr", "add", netip.PrefixFrom(n.Gateway, 24).String(), "dev", n.name)
 	n.ip("link", "set", n.name, "up")
 	return n
@@ -119,10 +129,10 @@ func (n *Net) Host(name string) *Host {
 	for range i + 1 {
 		addr = addr.Next()
 	}
-	h := &Host{Name: name, NS: n.name + "-" + name, Addr: addr, net: n}
+	veth := fmt.Sprintf("%s%d", n.name, i)
+	h := &Host{Name: name, NS: n.name + "-" + name, Addr: addr, net: n, link: veth}
 	n.hosts = append(n.hosts, h)
 	n.mu.Unlock()
-	veth := fmt.Sprintf("%s%d", n.name, i)
 	n.ip("netns", "add", h.NS)
 	n.ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", h.NS)
 	n.ip("link", "set", veth, "master", n.name, "up")
@@ -179,6 +189,9 @@ func (h *Host) Heal() {
 	if had {
 		h.nft("delete", "table", "inet", "testhosts")
 	}
+	if h.stopDelay() {
+		h.net.ip("link", "set", h.link, "promisc", "off", "master", h.net.name)
+	}
 }
 
 // rule adds "CHAIN MATCH..." to the host's nftables table, creating it and
@@ -216,6 +229,7 @@ func (n *Net) close() {
 	hosts := n.hosts
 	n.mu.Unlock()
 	for _, h := range hosts {
+		h.stopDelay()
 		removeNS(h.NS)
 	}
 	_, _ = run("link", "del", n.name)

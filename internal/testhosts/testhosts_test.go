@@ -1,12 +1,16 @@
 package testhosts
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +33,18 @@ func TestHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<18) // 4 MiB: many GSO segments
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" { // echoes a body of 4 MiB back
+			if b, _ := io.ReadAll(r.Body); !bytes.Equal(b, big) {
+				http.Error(w, "body differs", http.StatusBadRequest)
+				return
+			}
+			w.Write(big)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	gw := "http://" + ln.Addr().String() + "/"
@@ -103,6 +118,36 @@ func TestHosts(t *testing.T) {
 		t.Error("a reaches the gateway at 100% loss")
 	}
 	a.Heal()
+	waitReach(a, gw)
+
+	// Delay: a TCP handshake from a takes at least the delay; 4 MiB go up
+	// and come back whole; b is still reachable; Heal puts the link back.
+	const d = 200 * time.Millisecond
+	a.Delay(d)
+	body := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(body, big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := a.Command(ctx, "curl", "-s", "-m", "30", "--data-binary", "@"+body, "-o", "/dev/null",
+		"-w", "%{http_code} %{size_download} %{time_connect}", gw+"big").Output()
+	var code, size int
+	var connect float64
+	if _, serr := fmt.Sscan(string(out), &code, &size, &connect); serr != nil || err != nil {
+		t.Fatalf("4 MiB through a delayed link: %q, %v", out, err)
+	}
+	if code != 200 || size != len(big) {
+		t.Errorf("4 MiB through a delayed link: status %d, %d bytes back", code, size)
+	}
+	if time.Duration(connect*float64(time.Second)) < d {
+		t.Errorf("a TCP handshake through a %v delay took %.3fs", d, connect)
+	}
+	if !reach(a, bURL) {
+		t.Error("a delayed cannot reach b")
+	}
+	a.Heal()
+	if _, err := run("link", "show", a.link+"r"); err == nil {
+		t.Error("the delay's relay link is left after Heal")
+	}
 	waitReach(a, gw)
 }
 
