@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/trainyard/trainyard/api"
 	"github.com/trainyard/trainyard/internal/plugintest"
+	"github.com/trainyard/trainyard/internal/provision/provisiontest"
 	"github.com/trainyard/trainyard/workflows/selfplay"
 )
 
@@ -232,7 +231,7 @@ func TestDrainedSelfplayLosesNoGames(t *testing.T) {
 	}
 	// lost counts an attempt's finished games (its spool) not in S3.
 	lost := func(attempt int) (played, inS3, lost int) {
-		spool, _ := readAttemptSpool(t, dir, sp.LoopID, attempt)
+		spool, _ := readAttemptSpool(t, dir, sp.LoopID, 1, attempt)
 		synced := map[int]bool{}
 		for _, b := range readBatches(t, dev, s3, prefix, attempt) {
 			for _, i := range b.indexes {
@@ -291,7 +290,7 @@ func TestDrainedSelfplayLosesNoGames(t *testing.T) {
 	// spool shows games finished since its last sync, it loses at least
 	// those (as long as no sync ran between that look and the kill).
 	unsynced := func() (n, synced int) {
-		played, s := readAttemptSpool(t, dir, sp.LoopID, 3)
+		played, s := readAttemptSpool(t, dir, sp.LoopID, 1, 3)
 		if s == 0 {
 			s = total // no upload yet: S3 holds what attempt 3 resumed from
 		}
@@ -304,10 +303,7 @@ func TestDrainedSelfplayLosesNoGames(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for syscall.Kill(pid, 0) == nil {
-		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); bytes.Contains(b, []byte(") Z ")) || len(b) == 0 {
-			break
-		}
+	for !provisiontest.ProcessGone(pid) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	played, inS3, n := lost(3)

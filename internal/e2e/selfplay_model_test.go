@@ -14,6 +14,7 @@ import (
 
 	"github.com/trainyard/trainyard/api"
 	"github.com/trainyard/trainyard/internal/pythontest"
+	"github.com/trainyard/trainyard/workflows/selfplay"
 )
 
 // TestSelfplayWithYourModel (issue 32): a square8_2p loop whose model is
@@ -21,13 +22,16 @@ import (
 // given as the loop's model commands, runs 3 generations on a two-node
 // cluster: the trainer's model directories land in S3, each candidate plays
 // its gauntlet through an evaluator of its own, and once one is promoted
-// the self-play games are played by it (and record its name). A loop whose
+// the self-play games are played by it (and record its name). kill -9 of
+// the agent playing generation 2 (the promoted model's games, through its
+// evaluator) loses at most one sync interval of games, takes its evaluator
+// with it, and the retry on the other node resumes from what S3 holds. A loop whose
 // evaluator cannot start stops with the evaluator's own words as its
 // reason, not stuck.
 func TestSelfplayWithYourModel(t *testing.T) {
 	t.Parallel()
 	pythontest.Require(t, "TRAINYARD_REQUIRE_TORCH", "python-torch", "torch", "numpy")
-	dev, _ := selfplayDev(t)
+	dev, dir := selfplayDev(t)
 	example, err := filepath.Abs("../../sdk/python/examples/kinrow_az.py")
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +41,7 @@ func TestSelfplayWithYourModel(t *testing.T) {
 		return string(b)
 	}
 	start := func(cluster, evaluator string) {
-		body := fmt.Sprintf(`{"cluster":%q,"config":"square8_2p","settings":{"generations":3,"games_per_generation":24,"simulations":16,"search":"gumbel",
+		body := fmt.Sprintf(`{"cluster":%q,"config":"square8_2p","settings":{"generations":3,"games_per_generation":48,"simulations":16,"search":"gumbel",
 			"eval_games":8,"sync_interval":1000000000,"seed":11,"quality":{"min_games":24,"threshold":0.01},
 			"model":{"evaluator":%s,"trainer":%s,"max_batch":64}}}`, cluster, evaluator, cmd("train", "--steps", "60", "--batch", "64"))
 		if code, _, raw := dev.call("POST", "/v1/selfplay", dev.admin, body, nil); code != http.StatusCreated {
@@ -56,12 +60,28 @@ func TestSelfplayWithYourModel(t *testing.T) {
 	began := time.Now()
 	start("lab", cmd("serve"))
 	id := "lab/square8_2p"
-	sp := waitLoop(t, dev, id, 10*time.Minute, func(sp api.Selfplay) bool { return sp.Status != "running" })
+	s3 := s3Client(t, dev, "")
+	sp := waitLoop(t, dev, id, 5*time.Minute, func(sp api.Selfplay) bool {
+		return sp.Status != "running" || sp.LoopID != "" && sp.State.Generation == 2 && sp.State.Phase == "selfplay"
+	})
+	inS3, victim, _ := killPlayer(t, dev, dir, s3, sp.LoopID, id, 2, 3, time.Second, example)
+	sp = waitLoop(t, dev, id, 10*time.Minute, func(sp api.Selfplay) bool { return sp.Status != "running" })
 	if sp.Status != "completed" || sp.State.Completed != 3 || sp.Settings.Search != "gumbel" {
 		t.Fatalf("loop: status %s phase %s (%s), %d completed, error %s", sp.Status, sp.State.Phase, sp.State.Reason, sp.State.Completed, sp.Error)
 	}
-	t.Logf("3 generations with kinrow_az.py as the model, Gumbel root search, in %v", time.Since(began).Round(time.Second))
-	s3 := s3Client(t, dev, "")
+	t.Logf("3 generations with kinrow_az.py as the model, Gumbel root search, a kill -9 in generation 2, in %v", time.Since(began).Round(time.Second))
+	g2 := sp.State.Generations[1]
+	if g2.Attempts < 2 || len(g2.Resumed) == 0 || g2.Resumed[0] != len(inS3) || g2.Node == victim {
+		t.Fatalf("generation 2 after its player's kill: %d attempts on %s resumed from %v; want a retry off %s from %d games", g2.Attempts, g2.Node, g2.Resumed, victim, len(inS3))
+	}
+	for _, b := range readBatches(t, dev, s3, selfplay.GamesPrefix(sp.LoopID, 2), 2) {
+		for _, i := range b.indexes {
+			if inS3[i] {
+				t.Fatalf("the retry played game %d of generation 2 again", i)
+			}
+		}
+	}
+	t.Logf("generation 2's retry on %s resumed from the %d games in S3 at the kill and played none of them again", g2.Node, g2.Resumed[0])
 	promoted := ""
 	for _, g := range sp.State.Generations {
 		t.Logf("generation %d: %s, %d games by %s (evaluator batches of %.1f), %d positions, candidate %s (%s), gauntlet %+v",

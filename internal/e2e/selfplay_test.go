@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/trainyard/trainyard/api"
 	"github.com/trainyard/trainyard/internal/plugintest"
+	"github.com/trainyard/trainyard/internal/provision/provisiontest"
 	"github.com/trainyard/trainyard/workflows/selfplay"
 )
 
@@ -255,76 +257,7 @@ func TestSelfplayKillEphemeralAgent(t *testing.T) {
 	id := "lab/square8_2p"
 	sp := waitLoop(t, dev, id, 2*time.Minute, func(sp api.Selfplay) bool { return sp.State.Phase == "selfplay" && sp.LoopID != "" })
 	prefix := selfplay.GamesPrefix(sp.LoopID, 1)
-
-	// Two uploads of attempt 1, then half an interval after a third.
-	before := 0
-	deadline := time.Now().Add(2 * time.Minute)
-	for before < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("attempt 1 made %d uploads in 2 minutes", before)
-		}
-		time.Sleep(50 * time.Millisecond)
-		before = countBatches(t, dev, s3, prefix, 1)
-	}
-	victim := getLoop(t, dev, id).State.Node
-	var st clusterStatus
-	dev.call("GET", "/v1/clusters/lab", dev.admin, nil, &st)
-	pid := 0
-	for _, n := range st.Nodes {
-		if n.Name == victim {
-			pid = n.AgentPID
-		}
-	}
-	if pid == 0 {
-		t.Fatalf("no agent pid for node %s", victim)
-	}
-	// Mid-interval: a while after the newest upload, well before the next.
-	for n := countBatches(t, dev, s3, prefix, 1); countBatches(t, dev, s3, prefix, 1) == n; {
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(interval / 4)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	for syscall.Kill(pid, 0) == nil { // gone once the kernel reaped or zombied it
-		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); bytes.Contains(b, []byte(") Z ")) || len(b) == 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	killed := time.Now()
-
-	// Count: synced (S3) against played (the killed agent's spool).
-	synced := readBatches(t, dev, s3, prefix, 1)
-	inS3 := map[int]bool{}
-	largest := 0
-	for _, b := range synced {
-		for _, i := range b.indexes {
-			inS3[i] = true
-		}
-		largest = max(largest, len(b.indexes))
-	}
-	played, lastSynced := readSpool(t, dir, sp.LoopID)
-	lost := 0
-	for i := range played {
-		if !inS3[i] {
-			lost++
-		}
-	}
-	t.Logf("killed %s (pid %d) after %d uploads: %d games played, %d in S3, %d lost; largest upload (one %v sync interval) %d games",
-		victim, pid, len(synced), len(played), len(inS3), lost, interval, largest)
-	if len(inS3) < lastSynced {
-		t.Fatalf("the spool says %d games were synced, S3 has %d", lastSynced, len(inS3))
-	}
-	for i := range inS3 {
-		if !played[i] {
-			t.Fatalf("game %d is in S3 but not in the killed agent's spool", i)
-		}
-	}
-	if lost > largest {
-		t.Fatalf("kill -9 lost %d games, more than one sync interval's %d", lost, largest)
-	}
-
+	inS3, victim, killed := killPlayer(t, dev, dir, s3, sp.LoopID, id, 1, 3, interval, "")
 	// The retry elsewhere resumes from exactly what was synced.
 	sp = waitLoop(t, dev, id, 3*time.Minute, func(sp api.Selfplay) bool {
 		return len(sp.State.Generations) == 1 && len(sp.State.Generations[0].Resumed) > 0 || (sp.Live != nil && sp.Live.Resumed > 0 && sp.Live.Batches > 0)
@@ -349,6 +282,124 @@ func TestSelfplayKillEphemeralAgent(t *testing.T) {
 		t.Fatalf("loop after stop --now: %s", sp.Status)
 	}
 	recordHistory(t, dev, "selfplay/"+id, "history-kill.json")
+}
+
+// killPlayer kills -9 the agent playing generation gen's self-play (its
+// first attempt) once it has made uploads of them and its spool shows a
+// game finished since the latest, and counts: every game in S3 is in the
+// killed agent's spool, no more than one upload's worth of the games played
+// is lost, and the agent's processes whose command line holds child (your
+// model's evaluator; "" for none) die with it. It returns the games in S3
+// at the kill, the node and when the agent was gone.
+func killPlayer(t *testing.T, dev *devProc, dir string, s3 *minio.Client, loopID, id string, gen, uploads int, interval time.Duration, child string) (map[int]bool, string, time.Time) {
+	t.Helper()
+	prefix := selfplay.GamesPrefix(loopID, gen)
+	for deadline := time.Now().Add(2 * time.Minute); countBatches(t, dev, s3, prefix, 1) < uploads; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("generation %d's attempt 1 made fewer than %d uploads in 2 minutes", gen, uploads)
+		}
+	}
+	victim := getLoop(t, dev, id).State.Node
+	var st clusterStatus
+	dev.call("GET", "/v1/clusters/lab", dev.admin, nil, &st)
+	pid := 0
+	for _, n := range st.Nodes {
+		if n.Name == victim {
+			pid = n.AgentPID
+		}
+	}
+	if pid == 0 {
+		t.Fatalf("no agent pid for node %s", victim)
+	}
+	children := descendants(pid, child)
+	if child != "" && len(children) == 0 {
+		t.Fatalf("agent %d of %s runs no %s", pid, victim, child)
+	}
+	// Mid-interval, so the kill costs at least one game.
+	waitFor(t, func() bool { played, synced := readAttemptSpool(t, dir, loopID, gen, 1); return len(played) > synced })
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for !provisiontest.ProcessGone(pid) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	killed := time.Now()
+
+	// Count: synced (S3) against played (the killed agent's spool).
+	synced := readBatches(t, dev, s3, prefix, 1)
+	inS3 := map[int]bool{}
+	largest := 0
+	for _, b := range synced {
+		for _, i := range b.indexes {
+			inS3[i] = true
+		}
+		largest = max(largest, len(b.indexes))
+	}
+	played, lastSynced := readAttemptSpool(t, dir, loopID, gen, 1)
+	lost := 0
+	for i := range played {
+		if !inS3[i] {
+			lost++
+		}
+	}
+	t.Logf("killed %s (pid %d) in generation %d after %d uploads: %d games played, %d in S3, %d lost; largest upload (one %v sync interval) %d games",
+		victim, pid, gen, len(synced), len(played), len(inS3), lost, interval, largest)
+	if len(inS3) < lastSynced {
+		t.Fatalf("the spool says %d games were synced, S3 has %d", lastSynced, len(inS3))
+	}
+	for i := range inS3 {
+		if !played[i] {
+			t.Fatalf("game %d is in S3 but not in the killed agent's spool", i)
+		}
+	}
+	if lost > largest {
+		t.Fatalf("kill -9 lost %d games, more than one sync interval's %d", lost, largest)
+	}
+	for _, c := range children {
+		for deadline := time.Now().Add(10 * time.Second); !provisiontest.ProcessGone(c); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s (pid %d) outlived its agent by 10 s", child, c)
+			}
+		}
+	}
+	if len(children) > 0 {
+		t.Logf("the agent's %d %s processes died with it", len(children), child)
+	}
+	return inS3, victim, killed
+}
+
+// descendants are the processes under pid whose command line holds s.
+func descendants(pid int, s string) []int {
+	if s == "" {
+		return nil
+	}
+	parent := map[int]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if i := bytes.LastIndexByte(b, ')'); err == nil && i > 0 {
+			var state string
+			var pp int
+			fmt.Sscan(string(b[i+1:]), &state, &pp)
+			parent[p] = pp
+		}
+	}
+	var out []int
+	for p := range parent {
+		for q := parent[p]; q > 1; q = parent[q] {
+			if q == pid {
+				if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); bytes.Contains(b, []byte(s)) {
+					out = append(out, p)
+				}
+				break
+			}
+		}
+	}
+	return out
 }
 
 // countBatches counts an attempt's uploads (a listing only: cheap enough
@@ -421,17 +472,12 @@ func readBatches(t *testing.T, dev *devProc, c *minio.Client, prefix string, att
 
 // readSpool reads attempt 1's spool in whichever agent dir holds it: the
 // games it finished and the synced count of its last completed upload.
-func readSpool(t *testing.T, dir, loopID string) (map[int]bool, int) {
-	t.Helper()
-	return readAttemptSpool(t, dir, loopID, 1)
-}
-
-// readAttemptSpool reads one attempt's spool of generation 1 in whichever
-// agent dir holds it.
-func readAttemptSpool(t *testing.T, dir, loopID string, attempt int) (map[int]bool, int) {
+// readAttemptSpool reads one attempt's spool of generation gen in
+// whichever agent dir holds it.
+func readAttemptSpool(t *testing.T, dir, loopID string, gen, attempt int) (map[int]bool, int) {
 	t.Helper()
 	var path string
-	suffix := filepath.FromSlash(fmt.Sprintf("%s/gen-000001/a%02d.spool", strings.TrimPrefix(loopID, "selfplay/"), attempt))
+	suffix := filepath.FromSlash(fmt.Sprintf("%s/gen-%06d/a%02d.spool", strings.TrimPrefix(loopID, "selfplay/"), gen, attempt))
 	_ = filepath.WalkDir(filepath.Join(dir, "agents"), func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(p, suffix) {
 			path = p
