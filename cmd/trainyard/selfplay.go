@@ -43,7 +43,7 @@ func newSelfplayCmd() *cobra.Command {
 
 	var req api.SelfplayStart
 	var sync time.Duration
-	var evalCmd, trainCmd string
+	var evalCmd, trainCmd, evalRes, trainRes string
 	var maxBatch int
 	start := &cobra.Command{
 		Use:   "start --cluster NAME --config CONFIG [flags]",
@@ -60,7 +60,16 @@ func newSelfplayCmd() *cobra.Command {
 			}
 			req.Settings.SyncInterval = sync
 			if evalCmd != "" || trainCmd != "" {
-				req.Settings.Model = &selfplay.ModelCommands{Evaluator: strings.Fields(evalCmd), Trainer: strings.Fields(trainCmd), MaxBatch: maxBatch}
+				m := &selfplay.ModelCommands{Evaluator: strings.Fields(evalCmd), Trainer: strings.Fields(trainCmd), MaxBatch: maxBatch}
+				if m.EvaluatorResources, err = parseResources("--evaluator-resources", evalRes); err != nil {
+					return err
+				}
+				if m.TrainerResources, err = parseResources("--trainer-resources", trainRes); err != nil {
+					return err
+				}
+				req.Settings.Model = m
+			} else if evalRes != "" || trainRes != "" {
+				return fmt.Errorf("--evaluator-resources and --trainer-resources need --evaluator and --trainer")
 			}
 			var sp api.Selfplay
 			if err := c.JSON(cmd.Context(), http.MethodPost, "/v1/selfplay", req, &sp); err != nil {
@@ -96,6 +105,8 @@ func newSelfplayCmd() *cobra.Command {
 	f.StringVar(&evalCmd, "evaluator", "", "your model: the command serving a model directory to the search, split on spaces (with --trainer; docs/selfplay.md)")
 	f.StringVar(&trainCmd, "trainer", "", "your model: the command training the next candidate, split on spaces (with --evaluator)")
 	f.IntVar(&maxBatch, "max-batch", 0, "your model: most positions in one evaluator batch (default 256)")
+	f.StringVar(&evalRes, "evaluator-resources", "", "your model: what one evaluator needs, e.g. gpus=1,cpus=2,memory_mb=8192; with this or --trainer-resources each phase is placed on its own, by the policy's tiers")
+	f.StringVar(&trainRes, "trainer-resources", "", "your model: what the trainer needs, e.g. gpus=1,cpus=8 (a training allocation: Tier 1 first)")
 	_ = start.MarkFlagRequired("cluster")
 	_ = start.MarkFlagRequired("config")
 
@@ -322,7 +333,7 @@ func selfplayTable(w *tabwriter.Writer, sp api.Selfplay) {
 		fmt.Fprintf(w, "error\t%s\n", sp.Error)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "GEN\tSTATE\tGAMES\tQUALITY\tPOSITIONS\tCANDIDATE\tVS BEST\tVS RANDOM\tVS HEURISTIC\tELO")
+	fmt.Fprintln(w, "GEN\tSTATE\tNODES\tGAMES\tQUALITY\tPOSITIONS\tCANDIDATE\tVS BEST\tVS RANDOM\tVS HEURISTIC\tELO")
 	for _, g := range st.Generations {
 		vs := map[string]string{}
 		for _, r := range g.Gauntlet {
@@ -332,7 +343,7 @@ func selfplayTable(w *tabwriter.Writer, sp api.Selfplay) {
 			}
 			vs[key] = fmt.Sprintf("%d-%d-%d", r.Wins, r.Draws, r.Losses)
 		}
-		fmt.Fprintf(w, "%d\t%s\t%d\t%.2f\t%d\t%s\t%s\t%s\t%s\t%.0f\n", g.N, g.State, g.Games, g.Quality.Score, g.Positions,
+		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%.2f\t%d\t%s\t%s\t%s\t%s\t%.0f\n", g.N, g.State, phaseNodes(g), g.Games, g.Quality.Score, g.Positions,
 			orDash(g.Model), orDash(vs["best"]), orDash(vs["random"]), orDash(vs["heuristic"]), g.Elo)
 	}
 }
@@ -506,4 +517,40 @@ func velocityText(v float64, note string) string {
 func searchFlags(f *pflag.FlagSet, s *selfplay.Settings) {
 	f.IntVar(&s.Simulations, "simulations", 0, "MCTS simulations per move (default 64)")
 	f.StringVar(&s.Search, "search", "", "root search: puct (default) or gumbel (Gumbel MuZero's sequential halving: with a model, strong with few simulations)")
+}
+
+// parseResources reads "cpus=2,gpus=1,memory_mb=4096" (any of them); ""
+// is none.
+func parseResources(flag, v string) (*selfplay.Resources, error) {
+	if v == "" {
+		return nil, nil
+	}
+	r := &selfplay.Resources{}
+	for _, kv := range strings.Split(v, ",") {
+		k, val, _ := strings.Cut(strings.TrimSpace(kv), "=")
+		var err error
+		switch k {
+		case "cpus":
+			r.CPUs, err = strconv.ParseFloat(val, 64)
+		case "gpus":
+			r.GPUs, err = strconv.Atoi(val)
+		case "memory_mb":
+			r.MemoryMB, err = strconv.ParseInt(val, 10, 64)
+		default:
+			return nil, fmt.Errorf("%s: unknown resource %q (want cpus, gpus or memory_mb)", flag, k)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s=%q is not a number", flag, k, val)
+		}
+	}
+	return r, nil
+}
+
+// phaseNodes is where a generation ran: one node, or, when its phases were
+// placed apart, "play@A train@B gauntlet@C".
+func phaseNodes(g selfplay.Generation) string {
+	if (g.TrainNode == "" || g.TrainNode == g.Node) && (g.GauntletNode == "" || g.GauntletNode == g.Node) {
+		return orDash(g.Node)
+	}
+	return fmt.Sprintf("play@%s train@%s gauntlet@%s", orDash(g.Node), orDash(g.TrainNode), orDash(g.GauntletNode))
 }

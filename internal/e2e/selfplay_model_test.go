@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,6 +29,13 @@ import (
 // with it, and the retry on the other node resumes from what S3 holds. A loop whose
 // evaluator cannot start stops with the evaluator's own words as its
 // reason, not stuck.
+//
+// Routing (seed 002): on a third cluster of one Tier-1, one Tier-2 and one
+// Tier-3 GPU node, a loop whose model commands ask for a GPU each places
+// each phase on its own by the policy's tier preferences: your model's
+// self-play on Tier 3 (the smallest GPUs that fit the board), training on
+// Tier 1, the gauntlet (an evaluator for the best and one for the
+// candidate) on Tier 2; every allocation is given back.
 func TestSelfplayWithYourModel(t *testing.T) {
 	t.Parallel()
 	pythontest.Require(t, "TRAINYARD_REQUIRE_TORCH", "python-torch", "torch", "numpy")
@@ -56,6 +64,26 @@ func TestSelfplayWithYourModel(t *testing.T) {
 	// A second cluster for the loop whose evaluator dies at once.
 	cli(t, dev, "cluster", "up", "-f", writeFile(t, "crash.yaml", "name: crash\ndefaults: {provisioner: {kind: local}}\nnodes: [{name: crash-a}]\n"))
 	start("crash", `["sh","-c","echo 'CUDA error: out of memory (pretend)' >&2; exit 3"]`)
+
+	// The tiered cluster's loop, beside the others.
+	cli(t, dev, "cluster", "up", "-f", writeFile(t, "tiers.yaml", `name: tiers
+defaults: {provider: local, provisioner: {kind: local}}
+nodes:
+  - {name: tier1, resources: {gpus: [{index: 0, model: H100, vram_mb: 81920}]}}
+  - {name: tier2, resources: {gpus: [{index: 1, model: A5000, vram_mb: 24576}, {index: 2, model: A5000, vram_mb: 24576}]}}
+  - {name: tier3, resources: {gpus: [{index: 3, model: RTX 4060 Ti, vram_mb: 16384}]}}
+`))
+	py := pythontest.Python + " " + example
+	// A resource the CLI does not know is its error, not the server's.
+	bad := exec.Command(binary, "selfplay", "start", "--cluster", "tiers", "--config", "square8_2p", "--evaluator", py+" serve", "--trainer", py+" train",
+		"--trainer-resources", "gpus=1,vram=80", "--data-dir", dev.dir)
+	if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), `--trainer-resources: unknown resource "vram"`) {
+		t.Fatalf("--trainer-resources gpus=1,vram=80: %v: %s", err, out)
+	}
+	cli(t, dev, "selfplay", "start", "--cluster", "tiers", "--config", "square8_2p", "--generations", "2", "--games", "16", "--min-games", "16",
+		"--quality-threshold", "0.01", "--simulations", "8", "--search", "gumbel", "--eval-games", "4", "--sync-interval", "1s", "--seed", "5",
+		"--evaluator", py+" serve", "--trainer", py+" train --steps 20 --batch 64", "--max-batch", "64",
+		"--evaluator-resources", "gpus=1", "--trainer-resources", "gpus=1")
 
 	began := time.Now()
 	start("lab", cmd("serve"))
@@ -115,6 +143,26 @@ func TestSelfplayWithYourModel(t *testing.T) {
 	}
 	if promoted == "" {
 		t.Logf("no candidate was promoted in 3 generations: self-play stayed with the heuristic")
+	}
+
+	tl := waitLoop(t, dev, "tiers/square8_2p", 5*time.Minute, func(sp api.Selfplay) bool { return sp.Status != "running" })
+	if tl.Status != "completed" || len(tl.State.Generations) != 2 {
+		t.Fatalf("tiered loop: %s (%s: %s) %s", tl.Status, tl.State.Phase, tl.State.Reason, tl.Error)
+	}
+	for _, g := range tl.State.Generations {
+		t.Logf("tiered generation %d: played by %s on %s, trained on %s, gauntlet on %s", g.N, g.Players, g.Node, g.TrainNode, g.GauntletNode)
+		if g.TrainNode != "tier1" || g.GauntletNode != "tier2" || g.N == 2 && (!strings.HasPrefix(g.Players, "mcts:") || g.Node != "tier3") {
+			t.Fatalf("tiered generation %d: self-play by %s on %s, training on %s, gauntlet on %s; want your model's self-play on tier3, training on tier1, the gauntlet on tier2",
+				g.N, g.Players, g.Node, g.TrainNode, g.GauntletNode)
+		}
+	}
+	if out := cli(t, dev, "selfplay", "show", "tiers/square8_2p"); !strings.Contains(out, "play@tier3 train@tier1 gauntlet@tier2") {
+		t.Fatalf("selfplay show does not say where the phases ran:\n%s", out)
+	}
+	var ts clusterStatus
+	dev.call("GET", "/v1/clusters/tiers", dev.admin, nil, &ts)
+	if ts.Totals.GPUsUsed != 0 {
+		t.Fatalf("the tiered loop's allocations are not all given back: %d GPUs in use", ts.Totals.GPUsUsed)
 	}
 
 	crash := waitLoop(t, dev, "crash/square8_2p", 5*time.Minute, func(sp api.Selfplay) bool { return sp.Status != "running" })

@@ -47,12 +47,7 @@ func newPlaceCtx(w *Work, p *params.Params, c *cluster) *placeCtx {
 	ctx := &placeCtx{work: w, pref: p.Preference(s.Kind), tiers: s.Tiers, cl: c,
 		training: workspec.Trains(s.Kind), provs: make([]provView, len(c.provs))}
 	if len(ctx.tiers) == 0 {
-		switch s.Kind {
-		case workspec.KindTraining, workspec.KindSweepTrial:
-			ctx.tiers = []int{1, 2}
-		case workspec.KindEvaluation:
-			ctx.tiers = []int{2}
-		}
+		ctx.tiers = p.TierPreference(s.Kind)
 	}
 	for i, prov := range c.provs {
 		v := &ctx.provs[i]

@@ -53,8 +53,9 @@ func (packingScorer) score(c *placeCtx, n *nodeState, u *unit) float64 {
 }
 
 // tierScorer ranks nodes by GPU tier for GPU units: the spec's tiers, else
-// the kind's default (training on Tier 1 then 2, evaluation on Tier 2, so
-// it does not interrupt training).
+// the policy's for the kind (params.tier_preferences; shipped: training on
+// Tier 1 then 2, evaluation on Tier 2 so it does not interrupt training,
+// self-play on the smallest tier that fits the board).
 type tierScorer struct{}
 
 func (tierScorer) name() string { return "tier" }

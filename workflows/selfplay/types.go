@@ -211,20 +211,24 @@ type Generation struct {
 	Node    string     `json:"node,omitempty"`
 	// Players: who played the self-play games ("heuristic" or
 	// "mcts-rollouts" before a model exists, else "mcts:<model>").
-	Players   string          `json:"players"`
-	Games     int             `json:"games"`
-	Attempts  int             `json:"attempts" doc:"Self-play activities run; more than one after a node was lost."`
-	Resumed   []int           `json:"resumed,omitempty" doc:"Games already synced to S3 when each retry started."`
-	EvalBatch float64         `json:"eval_batch,omitempty" doc:"Your model: mean positions per evaluator batch in self-play."`
-	Quality   quality.Report  `json:"quality"`
-	Dataset   string          `json:"dataset,omitempty" doc:"S3 key of the .npz export."`
-	Positions int             `json:"positions,omitempty"`
-	Model     string          `json:"model,omitempty" doc:"The candidate trained this generation."`
-	ModelKey  string          `json:"model_key,omitempty"`
-	TrainLoss float64         `json:"train_loss,omitempty"`
-	Gauntlet  []GauntletScore `json:"gauntlet,omitempty"`
-	Promoted  bool            `json:"promoted"`
-	Elo       float64         `json:"elo,omitempty" doc:"The candidate's rating after the gauntlet."`
+	Players   string         `json:"players"`
+	Games     int            `json:"games"`
+	Attempts  int            `json:"attempts" doc:"Self-play activities run; more than one after a node was lost."`
+	Resumed   []int          `json:"resumed,omitempty" doc:"Games already synced to S3 when each retry started."`
+	EvalBatch float64        `json:"eval_batch,omitempty" doc:"Your model: mean positions per evaluator batch in self-play."`
+	Quality   quality.Report `json:"quality"`
+	Dataset   string         `json:"dataset,omitempty" doc:"S3 key of the .npz export."`
+	Positions int            `json:"positions,omitempty"`
+	Model     string         `json:"model,omitempty" doc:"The candidate trained this generation."`
+	ModelKey  string         `json:"model_key,omitempty"`
+	// TrainNode and GauntletNode: where those phases ran (Node is
+	// self-play's); phased loops place each on its own.
+	TrainNode    string          `json:"train_node,omitempty"`
+	GauntletNode string          `json:"gauntlet_node,omitempty"`
+	TrainLoss    float64         `json:"train_loss,omitempty"`
+	Gauntlet     []GauntletScore `json:"gauntlet,omitempty"`
+	Promoted     bool            `json:"promoted"`
+	Elo          float64         `json:"elo,omitempty" doc:"The candidate's rating after the gauntlet."`
 }
 
 // State is the loop's live state (the query's answer).

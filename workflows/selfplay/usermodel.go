@@ -36,6 +36,37 @@ type ModelCommands struct {
 	Evaluator []string `json:"evaluator" minItems:"1" doc:"Serves a model directory to the search: started beside every self-play batch and gauntlet that plays the model, in a work dir of its own, with TRAINYARD_MODEL_DIR, TRAINYARD_MODEL_NAME, TRAINYARD_EVAL_SOCKET (listen there: trainyard.selfplay.serve), TRAINYARD_OBS_SHAPE, TRAINYARD_NUM_ACTIONS and TRAINYARD_NUM_PLAYERS."`
 	Trainer   []string `json:"trainer" minItems:"1" doc:"Trains the next candidate: TRAINYARD_DATASETS (the training window's selfplay.npz files, colon-separated), TRAINYARD_BEST_MODEL_DIR (empty before the first model), TRAINYARD_OUTPUT_DIR (write the new model directory there: any files), TRAINYARD_NUM_PLAYERS, TRAINYARD_EPOCHS and TRAINYARD_SEED. A non-zero exit fails the generation with the command's last lines."`
 	MaxBatch  int      `json:"max_batch,omitempty" doc:"Most positions the evaluator gets in one batch (default 256)." minimum:"0" maximum:"65536"`
+	// With either set, each phase of a generation is placed on its own:
+	// see loop.phaseRequest.
+	EvaluatorResources *Resources `json:"evaluator_resources,omitempty" doc:"What one evaluator needs (a GPU, say). With this or trainer_resources set, self-play, training and the gauntlet each get an allocation of their own, placed by the policy's tier preferences for their kinds (selfplay, training, evaluation: params.tier_preferences); self-play adds one evaluator's needs to the generation's cpus/gpus/memory_mb once a model of yours plays, the gauntlet one per model of yours in it."`
+	TrainerResources   *Resources `json:"trainer_resources,omitempty" doc:"What the trainer needs; its allocation is a training one (Tier 1 first by the default policy). Default: the generation's cpus/gpus/memory_mb."`
+}
+
+// Resources a model command asks of its node.
+type Resources struct {
+	CPUs     float64 `json:"cpus,omitempty" minimum:"0"`
+	GPUs     int     `json:"gpus,omitempty" minimum:"0"`
+	MemoryMB int64   `json:"memory_mb,omitempty" minimum:"0"`
+}
+
+func (r *Resources) validate(field string) error {
+	switch {
+	case r == nil:
+		return nil
+	case r.CPUs < 0:
+		return &FieldError{field + ".cpus", "must not be negative"}
+	case r.GPUs < 0:
+		return &FieldError{field + ".gpus", "must not be negative"}
+	case r.MemoryMB < 0:
+		return &FieldError{field + ".memory_mb", "must not be negative"}
+	}
+	return nil
+}
+
+// phased: the model's commands have resources of their own, so each phase
+// is placed on its own.
+func (m *ModelCommands) phased() bool {
+	return m != nil && (m.EvaluatorResources != nil || m.TrainerResources != nil)
 }
 
 const (
@@ -56,7 +87,10 @@ func (m ModelCommands) validate() error {
 	case m.MaxBatch < 1 || m.MaxBatch > 65536:
 		return &FieldError{"model.max_batch", "must be in [1, 65536]"}
 	}
-	return nil
+	if err := m.EvaluatorResources.validate("model.evaluator_resources"); err != nil {
+		return err
+	}
+	return m.TrainerResources.validate("model.trainer_resources")
 }
 
 // modelDirs is where a loop's model directories are.

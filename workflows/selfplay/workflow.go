@@ -85,6 +85,10 @@ type loop struct {
 	// job names the allocation of a work item (queued loops); empty: the
 	// generation's.
 	job string
+	// phase is the generation's phase holding the allocation when each
+	// phase is placed on its own (ModelCommands.phased): "" (self-play),
+	// "train" or "gauntlet".
+	phase string
 }
 
 func (l *loop) gen() *Generation { return &l.st.Generations[len(l.st.Generations)-1] }
@@ -106,6 +110,7 @@ func (l *loop) generation(ctx workflow.Context) error {
 		st.Generations = append([]Generation(nil), st.Generations[len(st.Generations)-maxGenerations:]...)
 	}
 	g := l.gen()
+	l.phase = ""
 	defer l.release(ctx)
 	phaseStart := workflow.Now(ctx)
 	track := func(phase string) {
@@ -149,6 +154,7 @@ func (l *loop) generation(ctx workflow.Context) error {
 
 	// 3. Train a candidate from the best on the recent exports.
 	g.State = "train"
+	l.enter(ctx, "train")
 	tr, err := l.train(ctx, n, st.BestKey, seed)
 	if err != nil {
 		return err
@@ -158,6 +164,7 @@ func (l *loop) generation(ctx workflow.Context) error {
 
 	// 4. Gauntlet: the current best and the fixed baselines.
 	g.State = "gauntlet"
+	l.enter(ctx, "gauntlet")
 	ga, err := l.gauntlet(ctx, n, Opponent{Name: tr.Model, Key: tr.Key}, seed)
 	if err != nil {
 		return err
@@ -232,6 +239,7 @@ func (l *loop) addDataset(g *Generation, ex ExportResult) {
 func (l *loop) train(ctx workflow.Context, n int, fromKey string, seed uint64) (TrainResult, error) {
 	var tr TrainResult
 	err := l.onNode(ctx, "train", func(ctx workflow.Context) error {
+		l.gen().TrainNode = l.alloc.Node
 		actx := workflow.WithActivityOptions(ctx, l.nodeOptions(30*time.Second))
 		return workflow.ExecuteActivity(actx, (*AgentActivities).SelfplayTrain, TrainInput{
 			LoopID: l.in.LoopID, Config: l.in.Config, GamePlugin: l.in.GamePlugin, Generation: n, Model: ModelName(l.in.LoopID, n),
@@ -252,6 +260,7 @@ func (l *loop) gauntlet(ctx workflow.Context, n int, cand Opponent, seed uint64)
 	opps = append(opps, Opponent{Name: elo.Random}, Opponent{Name: elo.Heuristic})
 	var ga GauntletResult
 	err := l.onNode(ctx, "gauntlet", func(ctx workflow.Context) error {
+		l.gen().GauntletNode = l.alloc.Node
 		actx := workflow.WithActivityOptions(ctx, l.nodeOptions(30*time.Second))
 		return workflow.ExecuteActivity(actx, (*AgentActivities).SelfplayGauntlet, GauntletInput{
 			LoopID: l.in.LoopID, Config: l.in.Config, GamePlugin: l.in.GamePlugin, Generation: n,
@@ -374,7 +383,58 @@ func (l *loop) jobID() string {
 	if l.job != "" {
 		return l.job
 	}
-	return fmt.Sprintf("%s/gen-%d", l.in.LoopID, l.st.Generation)
+	id := fmt.Sprintf("%s/gen-%d", l.in.LoopID, l.st.Generation)
+	if l.phase != "" {
+		id += "/" + l.phase
+	}
+	return id
+}
+
+// enter moves a phased loop (ModelCommands.phased) to phase's own
+// allocation: the one it holds is given back, and the phase's onNode takes
+// the next. Other loops keep the generation's one allocation.
+func (l *loop) enter(ctx workflow.Context, phase string) {
+	if l.job != "" || !l.set.Model.phased() || l.phase == phase {
+		return
+	}
+	l.release(ctx)
+	l.phase = phase
+}
+
+// request is what the phase holding the allocation asks for: the
+// generation's resources, with a phased loop's evaluators (one in
+// self-play once a model of yours plays, one per model of yours in the
+// gauntlet) added, or the trainer's own.
+func (l *loop) request() workspec.Role {
+	set := l.set
+	r := workspec.Role{Name: workspec.RoleSelfPlay, Count: 1, CPUs: set.CPUs, GPUs: float64(set.GPUs), MemoryMB: set.MemoryMB}
+	if l.job != "" || !set.Model.phased() {
+		return r
+	}
+	add := func(res *Resources, n int) {
+		if res != nil {
+			r.CPUs += float64(n) * res.CPUs
+			r.GPUs += float64(n * res.GPUs)
+			r.MemoryMB += int64(n) * res.MemoryMB
+		}
+	}
+	models := 0 // evaluators of your model the phase runs
+	if l.st.Best != "" {
+		models = 1
+	}
+	switch l.phase {
+	case "train":
+		r.Name = workspec.RoleTrainer
+		if t := set.Model.TrainerResources; t != nil {
+			r = workspec.Role{Name: workspec.RoleTrainer, Count: 1, CPUs: t.CPUs, GPUs: float64(t.GPUs), MemoryMB: t.MemoryMB}
+		}
+	case "gauntlet":
+		r.Name = workspec.RoleEvaluator
+		add(set.Model.EvaluatorResources, models+1) // the best and the candidate
+	default:
+		add(set.Model.EvaluatorResources, models)
+	}
+	return r
 }
 
 // allocate asks the cluster for a node until it gets one; the reason it
@@ -382,9 +442,10 @@ func (l *loop) jobID() string {
 // asked around until nothing else could ever fit.
 func (l *loop) allocate(ctx workflow.Context) error {
 	ws := l.work()
+	r := ws.Roles[0]
 	a, err := job.Place(ctx, job.Placement{
 		Cluster: l.in.Cluster,
-		Request: cluster.AllocateRequest{JobID: l.jobID(), CPUs: l.set.CPUs, GPUs: l.set.GPUs, MemoryMB: l.set.MemoryMB, Work: &ws},
+		Request: cluster.AllocateRequest{JobID: l.jobID(), CPUs: r.CPUs, GPUs: int(r.GPUs), MemoryMB: r.MemoryMB, Work: &ws},
 		Exclude: func() []string {
 			if l.exclude == "" {
 				return nil
@@ -408,9 +469,19 @@ func (l *loop) allocate(ctx workflow.Context) error {
 	return nil
 }
 
-// work is the loop's work description: self-play of its game config.
+// work is the loop's work description: self-play of its game config, or
+// a phased loop's training or gauntlet (kinds training and evaluation, so
+// the policy's tier preferences and provider rules for them apply).
 func (l *loop) work() workspec.Spec {
-	return SelfPlayWork(l.jobID(), l.in.Config, l.set)
+	ws := SelfPlayWork(l.jobID(), l.in.Config, l.set)
+	ws.Roles[0] = l.request()
+	switch l.phase {
+	case "train":
+		ws.Kind = workspec.KindTraining
+	case "gauntlet":
+		ws.Kind = workspec.KindEvaluation
+	}
+	return ws
 }
 
 // SelfPlayWork is the work description of one self-play allocation (a

@@ -29,6 +29,24 @@ const defaultJSON = `{
           "min_vram_mb": 8000
         }
       ],
+      "tier_preferences": {
+        "training": [
+          1,
+          2
+        ],
+        "sweep-trial": [
+          1,
+          2
+        ],
+        "evaluation": [
+          2
+        ],
+        "selfplay": [
+          3,
+          2,
+          1
+        ]
+      },
       "board_min_vram_mb": {
         "hex8": 8000,
         "square8": 8000,

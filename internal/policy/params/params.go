@@ -21,6 +21,7 @@ type Params struct {
 	CapacityShare        float64            `json:"capacity_share"`
 	GPUPreservation      GPUPreservation    `json:"gpu_preservation"`
 	Tiers                []Tier             `json:"tiers"`
+	TierPreferences      map[string][]int   `json:"tier_preferences"`
 	BoardMinVRAMMB       map[string]int     `json:"board_min_vram_mb"`
 	ConfigQuotas         map[string]float64 `json:"config_quotas"`
 	QuotaWindowHours     float64            `json:"quota_window_hours"`
@@ -240,6 +241,12 @@ func (p Params) Cost(provider string) float64 {
 		return c
 	}
 	return 1000
+}
+
+// TierPreference is the GPU tiers a work kind's GPU units prefer, best
+// first (none: any tier alike).
+func (p Params) TierPreference(kind string) []int {
+	return p.TierPreferences[kind]
 }
 
 // Preference is a work kind's provider preference (zero when none).
