@@ -3,6 +3,7 @@ package selfplay
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/trainyard/trainyard/internal/workspec"
@@ -33,9 +34,14 @@ func TestPhaseRequests(t *testing.T) {
 		{"training, the generation's resources", model(gpu, nil), "gen1", "train", workspec.KindTraining, workspec.Role{Name: workspec.RoleTrainer, Count: 1, CPUs: 1, MemoryMB: 512}, "L/gen-2/train"},
 		{"gauntlet, the first candidate alone", model(gpu, nil), "", "gauntlet", workspec.KindEvaluation, workspec.Role{Name: workspec.RoleEvaluator, Count: 1, CPUs: 3, GPUs: 1, MemoryMB: 1512}, "L/gen-2/gauntlet"},
 		{"gauntlet, the best and the candidate", model(gpu, nil), "gen1", "gauntlet", workspec.KindEvaluation, workspec.Role{Name: workspec.RoleEvaluator, Count: 1, CPUs: 5, GPUs: 2, MemoryMB: 2512}, "L/gen-2/gauntlet"},
+		// A populator's training item (runQueue sets the phase by its kind).
+		{"work item: training", model(gpu, &Resources{GPUs: 1}), "gen1", "train", workspec.KindTraining, workspec.Role{Name: workspec.RoleTrainer, Count: 1, GPUs: 1}, "L/work-3-training"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := &loop{in: Input{LoopID: "L", Config: "square8_2p"}, set: Settings{Model: tc.model}.WithDefaults(), st: &State{Generation: 2, Best: tc.best}}
+			if strings.Contains(tc.job, "/work-") {
+				l.job = tc.job
+			}
 			if tc.model.phased() {
 				l.phase = tc.phase
 			}

@@ -78,9 +78,12 @@ func (l *loop) runQueue(ctx workflow.Context, stop *bool, stops workflow.Receive
 		rec := &WorkRecord{WorkItem: item, Started: workflow.Now(ctx)}
 		st.Current = rec
 		l.job = fmt.Sprintf("%s/work-%d-%s", l.in.LoopID, item.ID, item.Kind)
+		if l.set.Model.phased() {
+			l.phase = itemPhase[item.Kind]
+		}
 		err := l.runItem(ctx, rec)
 		l.release(ctx)
-		l.job = ""
+		l.job, l.phase = "", ""
 		now := workflow.Now(ctx)
 		rec.Ended, st.LastWork, st.Current = &now, &now, nil
 		if err != nil {
@@ -102,6 +105,10 @@ func (l *loop) runQueue(ctx workflow.Context, stop *bool, stops workflow.Receive
 		st.RunGenerations++
 	}
 }
+
+// itemPhase: the phase whose allocation a work item takes when your
+// model's commands have resources (loop.request).
+var itemPhase = map[string]string{populate.Training: "train", populate.Tournament: "gauntlet"}
 
 // runItem runs one work item, filling its record.
 func (l *loop) runItem(ctx workflow.Context, rec *WorkRecord) error {
@@ -167,7 +174,7 @@ func (l *loop) runItem(ctx workflow.Context, rec *WorkRecord) error {
 		if err != nil {
 			return err
 		}
-		rec.Node = l.alloc.Node
+		rec.Node, g.TrainNode = l.alloc.Node, l.alloc.Node
 		g.Model, g.ModelKey, g.TrainLoss, g.State = tr.Model, tr.Key, tr.Loss, "trained"
 		st.Candidate, st.CandidateKey, st.Fresh = tr.Model, tr.Key, 0
 		l.track("train", workflow.Now(ctx).Sub(start))
@@ -190,7 +197,7 @@ func (l *loop) runItem(ctx workflow.Context, rec *WorkRecord) error {
 		if err != nil {
 			return err
 		}
-		rec.Node = l.alloc.Node
+		rec.Node, g.GauntletNode = l.alloc.Node, l.alloc.Node
 		l.release(ctx)
 		l.track("gauntlet", workflow.Now(ctx).Sub(start))
 		promote, err := l.rate(ctx, g.N, g, st.Candidate, st.CandidateKey, ga)

@@ -85,9 +85,9 @@ type loop struct {
 	// job names the allocation of a work item (queued loops); empty: the
 	// generation's.
 	job string
-	// phase is the generation's phase holding the allocation when each
-	// phase is placed on its own (ModelCommands.phased): "" (self-play),
-	// "train" or "gauntlet".
+	// phase is the generation's phase (or the work item's) holding the
+	// allocation when each is placed on its own (ModelCommands.phased): ""
+	// (self-play), "train" or "gauntlet".
 	phase string
 }
 
@@ -159,7 +159,7 @@ func (l *loop) generation(ctx workflow.Context) error {
 	if err != nil {
 		return err
 	}
-	g.Model, g.ModelKey, g.TrainLoss = tr.Model, tr.Key, tr.Loss
+	g.Model, g.ModelKey, g.TrainLoss, g.TrainNode = tr.Model, tr.Key, tr.Loss, l.alloc.Node
 	track("train")
 
 	// 4. Gauntlet: the current best and the fixed baselines.
@@ -169,6 +169,7 @@ func (l *loop) generation(ctx workflow.Context) error {
 	if err != nil {
 		return err
 	}
+	g.GauntletNode = l.alloc.Node
 	l.release(ctx)
 	track("gauntlet")
 
@@ -239,7 +240,6 @@ func (l *loop) addDataset(g *Generation, ex ExportResult) {
 func (l *loop) train(ctx workflow.Context, n int, fromKey string, seed uint64) (TrainResult, error) {
 	var tr TrainResult
 	err := l.onNode(ctx, "train", func(ctx workflow.Context) error {
-		l.gen().TrainNode = l.alloc.Node
 		actx := workflow.WithActivityOptions(ctx, l.nodeOptions(30*time.Second))
 		return workflow.ExecuteActivity(actx, (*AgentActivities).SelfplayTrain, TrainInput{
 			LoopID: l.in.LoopID, Config: l.in.Config, GamePlugin: l.in.GamePlugin, Generation: n, Model: ModelName(l.in.LoopID, n),
@@ -260,7 +260,6 @@ func (l *loop) gauntlet(ctx workflow.Context, n int, cand Opponent, seed uint64)
 	opps = append(opps, Opponent{Name: elo.Random}, Opponent{Name: elo.Heuristic})
 	var ga GauntletResult
 	err := l.onNode(ctx, "gauntlet", func(ctx workflow.Context) error {
-		l.gen().GauntletNode = l.alloc.Node
 		actx := workflow.WithActivityOptions(ctx, l.nodeOptions(30*time.Second))
 		return workflow.ExecuteActivity(actx, (*AgentActivities).SelfplayGauntlet, GauntletInput{
 			LoopID: l.in.LoopID, Config: l.in.Config, GamePlugin: l.in.GamePlugin, Generation: n,
@@ -408,7 +407,7 @@ func (l *loop) enter(ctx workflow.Context, phase string) {
 func (l *loop) request() workspec.Role {
 	set := l.set
 	r := workspec.Role{Name: workspec.RoleSelfPlay, Count: 1, CPUs: set.CPUs, GPUs: float64(set.GPUs), MemoryMB: set.MemoryMB}
-	if l.job != "" || !set.Model.phased() {
+	if !set.Model.phased() {
 		return r
 	}
 	add := func(res *Resources, n int) {
