@@ -50,7 +50,7 @@ func TestSelfplayWithYourModel(t *testing.T) {
 	}
 	start := func(cluster, evaluator string) {
 		body := fmt.Sprintf(`{"cluster":%q,"config":"square8_2p","settings":{"generations":3,"games_per_generation":48,"simulations":16,"search":"gumbel",
-			"eval_games":8,"sync_interval":1000000000,"seed":11,"quality":{"min_games":24,"threshold":0.01},
+			"eval_games":8,"sync_interval":2000000000,"seed":11,"quality":{"min_games":24,"threshold":0.01},
 			"model":{"evaluator":%s,"trainer":%s,"max_batch":64}}}`, cluster, evaluator, cmd("train", "--steps", "60", "--batch", "64"))
 		if code, _, raw := dev.call("POST", "/v1/selfplay", dev.admin, body, nil); code != http.StatusCreated {
 			t.Fatalf("start loop on %s: %d %s", cluster, code, raw)
@@ -92,7 +92,7 @@ nodes:
 	sp := waitLoop(t, dev, id, 5*time.Minute, func(sp api.Selfplay) bool {
 		return sp.Status != "running" || sp.LoopID != "" && sp.State.Generation == 2 && sp.State.Phase == "selfplay"
 	})
-	inS3, victim, _ := killPlayer(t, dev, dir, s3, sp.LoopID, id, 2, 3, time.Second, example)
+	inS3, victim, _ := killPlayer(t, dev, dir, s3, sp.LoopID, id, 2, 2, 2*time.Second, example)
 	sp = waitLoop(t, dev, id, 10*time.Minute, func(sp api.Selfplay) bool { return sp.Status != "running" })
 	if sp.Status != "completed" || sp.State.Completed != 3 || sp.Settings.Search != "gumbel" {
 		t.Fatalf("loop: status %s phase %s (%s), %d completed, error %s", sp.Status, sp.State.Phase, sp.State.Reason, sp.State.Completed, sp.Error)
