@@ -218,17 +218,6 @@ func TestDrainedSelfplayLosesNoGames(t *testing.T) {
 		return sp.State.Phase == "selfplay" && sp.LoopID != "" && sp.Live != nil && sp.Live.Played >= 3
 	})
 	prefix := selfplay.GamesPrefix(sp.LoopID, 1)
-	agentPID := func(node string) int {
-		var st clusterStatus
-		dev.call("GET", "/v1/clusters/lab", dev.admin, nil, &st)
-		for _, n := range st.Nodes {
-			if n.Name == node {
-				return n.AgentPID
-			}
-		}
-		t.Fatalf("no agent pid for node %s", node)
-		return 0
-	}
 	// lost counts an attempt's finished games (its spool) not in S3.
 	lost := func(attempt int) (played, inS3, lost int) {
 		spool, _ := readAttemptSpool(t, dir, sp.LoopID, 1, attempt)
@@ -281,7 +270,7 @@ func TestDrainedSelfplayLosesNoGames(t *testing.T) {
 	cli(t, dev, "cluster", "nodes", "undrain", "lab", drained)
 
 	move("SIGTERM", 2, func(node string) {
-		if err := syscall.Kill(agentPID(node), syscall.SIGTERM); err != nil {
+		if err := syscall.Kill(agentPID(t, dev, "lab", node), syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -297,7 +286,7 @@ func TestDrainedSelfplayLosesNoGames(t *testing.T) {
 		return len(played) - (s - total), s
 	}
 	node := getLoop(t, dev, id).State.Node
-	pid := agentPID(node)
+	pid := agentPID(t, dev, "lab", node)
 	var pre, preSynced int
 	waitFor(t, func() bool { pre, preSynced = unsynced(); return pre >= 2 })
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {

@@ -300,17 +300,7 @@ func killPlayer(t *testing.T, dev *devProc, dir string, s3 *minio.Client, loopID
 		}
 	}
 	victim := getLoop(t, dev, id).State.Node
-	var st clusterStatus
-	dev.call("GET", "/v1/clusters/lab", dev.admin, nil, &st)
-	pid := 0
-	for _, n := range st.Nodes {
-		if n.Name == victim {
-			pid = n.AgentPID
-		}
-	}
-	if pid == 0 {
-		t.Fatalf("no agent pid for node %s", victim)
-	}
+	pid := agentPID(t, dev, "lab", victim)
 	children := descendants(pid, child)
 	if child != "" && len(children) == 0 {
 		t.Fatalf("agent %d of %s runs no %s", pid, victim, child)
@@ -366,6 +356,20 @@ func killPlayer(t *testing.T, dev *devProc, dir string, s3 *minio.Client, loopID
 		t.Logf("the agent's %d %s processes died with it", len(children), child)
 	}
 	return inS3, victim, killed
+}
+
+// agentPID is the pid of node's agent in cluster.
+func agentPID(t *testing.T, dev *devProc, cluster, node string) int {
+	t.Helper()
+	var st clusterStatus
+	dev.call("GET", "/v1/clusters/"+cluster, dev.admin, nil, &st)
+	for _, n := range st.Nodes {
+		if n.Name == node && n.AgentPID != 0 {
+			return n.AgentPID
+		}
+	}
+	t.Fatalf("no agent pid for node %s of cluster %s", node, cluster)
+	return 0
 }
 
 // descendants are the processes under pid whose command line holds s.

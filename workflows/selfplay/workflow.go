@@ -425,7 +425,7 @@ func (l *loop) request() workspec.Role {
 	case "train":
 		r.Name = workspec.RoleTrainer
 		if t := set.Model.TrainerResources; t != nil {
-			r = workspec.Role{Name: workspec.RoleTrainer, Count: 1, CPUs: t.CPUs, GPUs: float64(t.GPUs), MemoryMB: t.MemoryMB}
+			r.CPUs, r.GPUs, r.MemoryMB = t.CPUs, float64(t.GPUs), t.MemoryMB
 		}
 	case "gauntlet":
 		r.Name = workspec.RoleEvaluator
