@@ -117,6 +117,7 @@ func TestSelfplayLoop(t *testing.T) {
 			loc  string
 		}{
 			{`{"cluster":"lab","config":"square8_2p","settings":{"games_per_generation":10,"quality":{"min_games":20}}}`, 422, "body.settings.games_per_generation"},
+			{`{"cluster":"lab","config":"square8_2p","settings":{"games_per_generation":30,"bootstrap_games":10,"quality":{"min_games":20}}}`, 422, "body.settings.bootstrap_games"},
 			{`{"cluster":"lab","config":"square8_2p","settings":{"eval_games":3}}`, 422, "body.settings.eval_games"},
 			{`{"cluster":"lab","config":"square8_2p","settings":{"search":"beam"}}`, 422, "body.settings.search"},
 			{`{"cluster":"lab","config":"hex8_3p","game":"no-such-game"}`, 422, "body.game"},
@@ -128,7 +129,7 @@ func TestSelfplayLoop(t *testing.T) {
 	})
 
 	start := time.Now()
-	body := fmt.Sprintf(`{"cluster":"lab","config":"square8_2p","settings":{"generations":3,"games_per_generation":300,"simulations":32,
+	body := fmt.Sprintf(`{"cluster":"lab","config":"square8_2p","settings":{"generations":3,"games_per_generation":300,"bootstrap_games":450,"simulations":32,
 		"eval_games":%d,"sync_interval":1000000000,"seed":7,"quality":{"min_games":300}}}`, evalGames)
 	var sp api.Selfplay
 	if code, _, raw := dev.call("POST", "/v1/selfplay", dev.admin, body, &sp); code != http.StatusCreated {
@@ -148,7 +149,11 @@ func TestSelfplayLoop(t *testing.T) {
 	for _, g := range sp.State.Generations {
 		t.Logf("generation %d: %s, %d games by %s, quality %.2f (%d clean, %d decisive), %d positions, candidate %s (loss %.3f), Elo %.0f, gauntlet %+v",
 			g.N, g.State, g.Games, g.Players, g.Quality.Score, g.Quality.Clean, g.Quality.Decisive, g.Positions, g.Model, g.TrainLoss, g.Elo, g.Gauntlet)
-		if g.State == "rejected" || g.Games != 300 || !g.Quality.Passed || g.Dataset == "" || g.Model == "" || len(g.Gauntlet) < 2 {
+		games := 300
+		if g.N == 1 {
+			games = 450 // bootstrap_games: the heuristic's generation
+		}
+		if g.State == "rejected" || g.Games != games || !g.Quality.Passed || g.Dataset == "" || g.Model == "" || len(g.Gauntlet) < 2 {
 			t.Fatalf("generation %d did not go through the whole pipeline: %+v", g.N, g)
 		}
 		checkExport(t, dev, s3, g.Dataset, g.Positions)

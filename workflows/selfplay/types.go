@@ -52,6 +52,7 @@ const (
 type Settings struct {
 	Generations        int            `json:"generations,omitempty" doc:"Stop after this many generations (0: until stopped)." minimum:"0"`
 	GamesPerGeneration int            `json:"games_per_generation,omitempty" doc:"Self-play games per generation (default 1000)." minimum:"0"`
+	BootstrapGames     int            `json:"bootstrap_games,omitempty" doc:"Games in a generation played before a model exists, by the bootstrap player (default: games_per_generation). Heuristic games are cheap, and the first model learns the game from them." minimum:"0"`
 	Simulations        int            `json:"simulations,omitempty" doc:"MCTS simulations per move (default 64)." minimum:"0"`
 	Search             string         `json:"search,omitempty" enum:"puct,gumbel" doc:"Root search: puct (AlphaZero's, default) or gumbel (Gumbel MuZero's sequential halving over the 16 moves the model and Gumbel noise favour: with a model's priors, strong with few simulations; games record its improved policy)."`
 	EvalGames          int            `json:"eval_games,omitempty" doc:"Gauntlet games against each opponent, seats alternating (default 40)." minimum:"0"`
@@ -80,6 +81,7 @@ func (s Settings) WithDefaults() Settings {
 		}
 	}
 	def(&s.GamesPerGeneration, 1000)
+	def(&s.BootstrapGames, s.GamesPerGeneration)
 	if s.Bootstrap == "" {
 		s.Bootstrap = "heuristic"
 	}
@@ -134,6 +136,8 @@ func (s Settings) Validate() error {
 		return &FieldError{"generations", "must not be negative"}
 	case s.GamesPerGeneration < s.Quality.MinGames:
 		return &FieldError{"games_per_generation", fmt.Sprintf("%d games can never pass the quality gate's min_games %d", s.GamesPerGeneration, s.Quality.MinGames)}
+	case s.BootstrapGames < s.Quality.MinGames:
+		return &FieldError{"bootstrap_games", fmt.Sprintf("%d games can never pass the quality gate's min_games %d", s.BootstrapGames, s.Quality.MinGames)}
 	case s.EvalGames < 2 || s.EvalGames%2 != 0:
 		return &FieldError{"eval_games", "must be an even number ≥ 2 (seats alternate)"}
 	case s.SyncInterval < 100*time.Millisecond:

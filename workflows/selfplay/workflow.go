@@ -188,6 +188,10 @@ func (l *loop) generation(ctx workflow.Context) error {
 // from the games in S3.
 func (l *loop) play(ctx workflow.Context, g *Generation, players string, seed uint64) (PlayProgress, error) {
 	st, set, n := l.st, l.set, g.N
+	games := set.GamesPerGeneration
+	if st.BestKey == "" {
+		games = set.BootstrapGames
+	}
 	var prog PlayProgress
 	err := l.onNode(ctx, "selfplay", func(ctx workflow.Context) error {
 		g.Attempts++
@@ -195,7 +199,7 @@ func (l *loop) play(ctx workflow.Context, g *Generation, players string, seed ui
 		actx := workflow.WithActivityOptions(ctx, l.nodeOptions(max(10*time.Second, 4*set.SyncInterval)))
 		err := workflow.ExecuteActivity(actx, (*AgentActivities).SelfplayBatch, PlayInput{
 			LoopID: l.in.LoopID, Config: l.in.Config, GamePlugin: l.in.GamePlugin, Generation: n, Attempt: g.Attempts,
-			Games: set.GamesPerGeneration, ModelKey: st.BestKey, Players: players, Simulations: set.Simulations, Search: set.Search, MaxMoves: set.MaxMoves,
+			Games: games, ModelKey: st.BestKey, Players: players, Simulations: set.Simulations, Search: set.Search, MaxMoves: set.MaxMoves,
 			Parallel: set.Parallel, SyncInterval: set.SyncInterval, Seed: seed, Model: set.Model, GPUs: l.alloc.GPUs,
 		}).Get(ctx, &prog)
 		if g.Attempts > 1 && (err == nil || prog.Resumed > 0) {

@@ -22,6 +22,12 @@ value head (tanh) for the player to move. In a two-player game the other
 seat's value is its negation; with more players the others share what the
 mover does not have (-v / (players - 1)).
 
+Training: policy cross-entropy plus value MSE, AdamW with a one-cycle
+learning rate, for --epochs passes over the window (the loop's
+train_epochs); on a square board each position is shown under one of its 8
+rotations and reflections, drawn at random, which multiplies what a few
+hundred games teach.
+
 A model directory holds ``config.json`` (the shape) and ``model.pt`` (the
 weights); the trainer writes a new one, which the platform stores in S3 like
 a checkpoint. It runs on CUDA when the process has a GPU, else on CPU.
@@ -132,6 +138,19 @@ def serve(a):
     trainyard.selfplay.serve(evaluate, socket_path=a.socket, model=name, ready=lambda: print("ready", flush=True))
 
 
+def symmetries(side):
+    """The 8 symmetries of a square board as cell permutations [8, cells]:
+    row k maps the cell at index perm[k][c] of the transformed board to cell c
+    of the original."""
+    idx = np.arange(side * side).reshape(side, side)
+    out = []
+    for flip in (False, True):
+        b = idx.T if flip else idx
+        for r in range(4):
+            out.append(np.rot90(b, r).reshape(-1))
+    return np.stack(out)
+
+
 def train(a):
     states, policy, value = [], [], []
     for path in a.data:
@@ -148,20 +167,32 @@ def train(a):
     opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=1e-4)
     x, p, v = (torch.from_numpy(t).to(dev) for t in (states, policy, value))
     rng = np.random.default_rng(a.seed)
-    start, n = time.time(), len(x)
-    for step in range(a.steps):
+    # A square board looks the same rotated or mirrored: each sample is
+    # shown under one of its 8 symmetries, 8x the data for free.
+    perms = torch.from_numpy(symmetries(net.side)).to(dev) if net.side and a.augment else None
+    n = len(x)
+    steps = a.steps or max(1, math.ceil(a.epochs * n / a.batch))
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=a.lr, total_steps=steps)
+    start = time.time()
+    for step in range(steps):
         idx = torch.from_numpy(rng.integers(0, n, size=min(a.batch, n))).to(dev)
-        logits, pv = net(x[idx])
-        loss_p = -(p[idx] * F.log_softmax(logits, dim=1)).sum(1).mean()
+        xb, pb = x[idx], p[idx]
+        if perms is not None:
+            pm = perms[torch.from_numpy(rng.integers(0, 8, size=len(idx))).to(dev)]
+            xb = torch.gather(xb.view(len(idx), cfg["planes"], -1), 2, pm[:, None, :].expand(-1, cfg["planes"], -1)).view(len(idx), -1)
+            pb = torch.gather(pb, 1, pm)
+        logits, pv = net(xb)
+        loss_p = -(pb * F.log_softmax(logits, dim=1)).sum(1).mean()
         loss_v = F.mse_loss(pv, v[idx])
         loss = loss_p + loss_v
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if step % max(a.steps // 5, 1) == 0 or step == a.steps - 1:
+        sched.step()
+        if step % max(steps // 5, 1) == 0 or step == steps - 1:
             print("step %d policy_loss %.4f value_loss %.4f" % (step, loss_p.item(), loss_v.item()), flush=True)
     save(net.cpu(), cfg, a.out)
-    print("trained %d steps on %d positions in %.1fs on %s; wrote %s" % (a.steps, n, time.time() - start, dev, a.out), flush=True)
+    print("trained %d steps on %d positions in %.1fs on %s; wrote %s" % (steps, n, time.time() - start, dev, a.out), flush=True)
 
 
 def env(name, default=None, kind=str):
@@ -189,12 +220,18 @@ def main():
     out = env("TRAINYARD_OUTPUT_DIR")
     t.add_argument("--out", required=not out, default=out, help="the new model's directory (default: $TRAINYARD_OUTPUT_DIR)")
     t.add_argument("--players", type=int, default=env("TRAINYARD_NUM_PLAYERS", 2, int))
-    t.add_argument("--steps", type=int, default=200)
+    t.add_argument("--epochs", type=float, default=env("TRAINYARD_EPOCHS", 4, float), help="passes over the window, each position under one symmetry a pass (default: $TRAINYARD_EPOCHS, else 4)")
+    t.add_argument("--steps", type=int, default=0, help="batches to train on (default: from --epochs)")
     t.add_argument("--batch", type=int, default=256)
     t.add_argument("--lr", type=float, default=2e-3)
+    t.add_argument("--no-augment", dest="augment", action="store_false", help="do not show square boards rotated and mirrored")
     t.add_argument("--seed", type=int, default=env("TRAINYARD_SEED", 0, int) % (2**32))
     a = p.parse_args()
-    torch.set_num_threads(max(1, int(os.environ.get("TRAINYARD_TORCH_THREADS", "1"))))
+    # The evaluator shares its node with the search's goroutines: one
+    # thread unless told; the trainer has the CPUs it may run on to itself
+    # (torch's default counts physical cores only).
+    default = 1 if a.cmd == "serve" else len(os.sched_getaffinity(0))
+    torch.set_num_threads(max(1, int(os.environ.get("TRAINYARD_TORCH_THREADS", default))))
     serve(a) if a.cmd == "serve" else train(a)
 
 
