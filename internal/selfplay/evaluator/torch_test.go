@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -101,4 +102,49 @@ func TestPyTorchExampleTrainsAndServes(t *testing.T) {
 	wg.Wait()
 	n, pos := bt.Stats()
 	t.Logf("4 games searched through the PyTorch evaluator: %d positions in %d batches", pos, n)
+}
+
+// TestPyTorchExampleSymmetries: the trainer's 8 board symmetries are
+// distinct permutations that keep every five in a row (horizontal,
+// vertical, both diagonals) a five in a row, and augment moves a state's
+// planes and its policy alike, so a move stays on the stone it answers.
+func TestPyTorchExampleSymmetries(t *testing.T) {
+	pythontest.Require(t, "TRAINYARD_REQUIRE_TORCH", "python-torch", "torch", "numpy")
+	const check = `
+import sys, numpy as np, torch
+sys.path.insert(0, "../../../sdk/python/examples")
+import kinrow_az as k
+P = k.symmetries(8)
+assert P.shape == (8, 64) and len({tuple(p) for p in P}) == 8, P.shape
+assert all(sorted(p) == list(range(64)) for p in P)
+assert (P[0] == np.arange(64)).all()
+def fives(b):
+    b = b.reshape(8, 8)
+    n = 0
+    for y in range(8):
+        for x in range(8):
+            for dx, dy in ((1, 0), (0, 1), (1, 1), (1, -1)):
+                cells = [(x + i*dx, y + i*dy) for i in range(5)]
+                if all(0 <= cx < 8 and 0 <= cy < 8 and b[cy, cx] for cx, cy in cells):
+                    n += 1
+    return n
+for line in ([0, 1, 2, 3, 4], [3, 11, 19, 27, 35], [9, 18, 27, 36, 45], [39, 46, 53, 60, 32]):
+    b = np.zeros(64); b[line] = 1
+    want = fives(b)
+    for p in P:
+        assert fives(b[p]) == want, (line, p)
+rng = np.random.default_rng(1)
+x = torch.zeros(16, 3 * 64); pol = torch.zeros(16, 64)
+for i in range(16):
+    c = int(rng.integers(64)); x[i, c] = 1; x[i, 128:] = 1; x[i, 128 + c] = 0; pol[i, c] = 1
+perm = torch.from_numpy(P[rng.integers(0, 8, size=16)])
+xa, pa = k.augment(x, pol, 3, perm)
+assert (xa.view(16, 3, 64)[:, 0].argmax(1) == pa.argmax(1)).all()
+assert (xa.view(16, 3, 64)[:, 2].gather(1, pa.argmax(1, keepdim=True)) == 0).all()
+print("ok")
+`
+	out, err := exec.Command(pythontest.Python, "-c", check).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok") {
+		t.Fatalf("kinrow_az.py symmetries: %v\n%s", err, out)
+	}
 }

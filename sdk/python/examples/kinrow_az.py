@@ -139,9 +139,9 @@ def serve(a):
 
 
 def symmetries(side):
-    """The 8 symmetries of a square board as cell permutations [8, cells]:
-    row k maps the cell at index perm[k][c] of the transformed board to cell c
-    of the original."""
+    """The 8 rotations and reflections of a square board as cell
+    permutations [8, cells]: after symmetry k, cell c holds what cell
+    perm[k][c] held (row 0 is the identity)."""
     idx = np.arange(side * side).reshape(side, side)
     out = []
     for flip in (False, True):
@@ -149,6 +149,14 @@ def symmetries(side):
         for r in range(4):
             out.append(np.rot90(b, r).reshape(-1))
     return np.stack(out)
+
+
+def augment(x, p, planes, perm):
+    """Shows each sample of a batch under its symmetry: states x [n,
+    planes*cells] and policies p [n, cells] permuted alike by perm [n, cells]."""
+    n = len(x)
+    x = torch.gather(x.view(n, planes, -1), 2, perm[:, None, :].expand(-1, planes, -1)).view(n, -1)
+    return x, torch.gather(p, 1, perm)
 
 
 def train(a):
@@ -178,9 +186,7 @@ def train(a):
         idx = torch.from_numpy(rng.integers(0, n, size=min(a.batch, n))).to(dev)
         xb, pb = x[idx], p[idx]
         if perms is not None:
-            pm = perms[torch.from_numpy(rng.integers(0, 8, size=len(idx))).to(dev)]
-            xb = torch.gather(xb.view(len(idx), cfg["planes"], -1), 2, pm[:, None, :].expand(-1, cfg["planes"], -1)).view(len(idx), -1)
-            pb = torch.gather(pb, 1, pm)
+            xb, pb = augment(xb, pb, cfg["planes"], perms[torch.from_numpy(rng.integers(0, 8, size=len(idx))).to(dev)])
         logits, pv = net(xb)
         loss_p = -(pb * F.log_softmax(logits, dim=1)).sum(1).mean()
         loss_v = F.mse_loss(pv, v[idx])
