@@ -19,6 +19,7 @@ import (
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/selfplay/elo"
 	"github.com/trainyard/trainyard/internal/selfplay/schedule"
+	"github.com/trainyard/trainyard/internal/workspec"
 	"github.com/trainyard/trainyard/workflows/selfplay"
 )
 
@@ -198,9 +199,20 @@ func (s *Server) startSelfplay(ctx context.Context, in *startSelfplayInput) (*se
 			Location: "body.game", Message: fmt.Sprintf("plugin %s plays %s, not %s", rec.Metadata.Label(), rec.Metadata.Name, b.Config), Value: ref})
 	}
 	id := selfplay.WorkflowID(b.Cluster, b.Config)
+	var units []unit
+	for _, w := range selfplay.LoopWork(id, b.Config, set) {
+		u := unit{id: w.Name, what: "self-play loop", loc: "body", work: w}
+		switch w.Kind {
+		case workspec.KindTraining:
+			u.what, u.loc = "self-play loop's training", "body.settings.model.trainer_resources"
+		case workspec.KindEvaluation:
+			u.what, u.loc = "self-play loop's gauntlet", "body.settings.model.evaluator_resources"
+		}
+		units = append(units, u)
+	}
 	err = s.submit(ctx, submission{
 		cluster: b.Cluster,
-		units:   []unit{{id: id, what: "self-play loop", loc: "body", work: selfplay.SelfPlayWork(id, b.Config, set)}},
+		units:   units,
 		start: func(ctx context.Context) error {
 			loopID := id + "/" + uuid.NewString()[:8]
 			_, err := selfplay.StartLoop(ctx, s.d.Temporal, selfplay.Input{LoopID: loopID, Cluster: b.Cluster, Config: b.Config, GamePlugin: rec.ID, Settings: b.Settings})

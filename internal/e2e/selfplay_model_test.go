@@ -80,6 +80,15 @@ nodes:
 	if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), `--trainer-resources: unknown resource "vram"`) {
 		t.Fatalf("--trainer-resources gpus=1,vram=80: %v: %s", err, out)
 	}
+	// A phase no node could ever hold is refused at the start, naming the
+	// phase and the setting, not found waiting a generation later: no node
+	// of tiers has 4 GPUs for the trainer (self-play and the gauntlet fit).
+	never := exec.Command(binary, "selfplay", "start", "--cluster", "tiers", "--config", "square8_2p", "--evaluator", py+" serve", "--trainer", py+" train",
+		"--evaluator-resources", "gpus=1", "--trainer-resources", "gpus=4", "--data-dir", dev.dir)
+	if out, err := never.CombinedOutput(); err == nil || !strings.Contains(string(out), "training can never be placed") ||
+		!strings.Contains(string(out), "model.trainer_resources") || strings.Count(strings.TrimSpace(string(out)), "\n") > 0 {
+		t.Fatalf("--trainer-resources gpus=4 on a cluster without a 4-GPU node: %v: %s", err, out)
+	}
 	cli(t, dev, "selfplay", "start", "--cluster", "tiers", "--config", "square8_2p", "--generations", "2", "--games", "16", "--bootstrap-games", "32", "--min-games", "16",
 		"--quality-threshold", "0.01", "--simulations", "8", "--search", "gumbel", "--eval-games", "4", "--sync-interval", "1s", "--seed", "5",
 		"--evaluator", py+" serve", "--trainer", py+" train --steps 20 --batch 64", "--max-batch", "64",

@@ -71,3 +71,33 @@ func TestModelResourcesValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopWork: what the API preflights at a loop's start is every
+// allocation the loop will ask for in its steady state: one self-play
+// allocation, or in a phased loop self-play with your model's evaluator,
+// training with the trainer's resources and the gauntlet with two
+// evaluators.
+func TestLoopWork(t *testing.T) {
+	gpu := &Resources{GPUs: 1, CPUs: 2, MemoryMB: 1000}
+	phased := Settings{Model: &ModelCommands{Evaluator: []string{"serve"}, Trainer: []string{"train"}, EvaluatorResources: gpu, TrainerResources: &Resources{GPUs: 4, CPUs: 16}}}
+	for _, tc := range []struct {
+		name string
+		set  Settings
+		want []workspec.Spec
+	}{
+		{"built-in model", Settings{}, []workspec.Spec{
+			{Name: "L", Kind: workspec.KindSelfPlay, Config: "square8_2p", Roles: []workspec.Role{{Name: workspec.RoleSelfPlay, Count: 1, CPUs: 1, MemoryMB: 512}}},
+		}},
+		{"phased", phased, []workspec.Spec{
+			{Name: "L", Kind: workspec.KindSelfPlay, Config: "square8_2p", Roles: []workspec.Role{{Name: workspec.RoleSelfPlay, Count: 1, CPUs: 3, GPUs: 1, MemoryMB: 1512}}},
+			{Name: "L/train", Kind: workspec.KindTraining, Config: "square8_2p", Roles: []workspec.Role{{Name: workspec.RoleTrainer, Count: 1, CPUs: 16, GPUs: 4}}},
+			{Name: "L/gauntlet", Kind: workspec.KindEvaluation, Config: "square8_2p", Roles: []workspec.Role{{Name: workspec.RoleEvaluator, Count: 1, CPUs: 5, GPUs: 2, MemoryMB: 2512}}},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := LoopWork("L", "square8_2p", tc.set); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("LoopWork:\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -404,16 +404,18 @@ func (l *loop) enter(ctx workflow.Context, phase string) {
 	l.phase = phase
 }
 
-// request is what the phase holding the allocation asks for: the
-// generation's resources, with a phased loop's evaluators (one in
-// self-play once a model of yours plays, one per model of yours in the
-// gauntlet) added, or the trainer's own.
-func (l *loop) request() workspec.Role {
-	set := l.set
-	r := workspec.Role{Name: workspec.RoleSelfPlay, Count: 1, CPUs: set.CPUs, GPUs: float64(set.GPUs), MemoryMB: set.MemoryMB}
+// phaseWork is what one of a loop's allocations asks for: the
+// generation's resources, or in a phased loop the phase's own (kind
+// training with the trainer's resources; kind evaluation for the
+// gauntlet), with the evaluators of your model it runs added: one per
+// model of yours that plays (models: 1 once there is a best), plus the
+// candidate in the gauntlet.
+func phaseWork(id, config string, set Settings, phase string, models int) workspec.Spec {
+	ws := SelfPlayWork(id, config, set)
 	if !set.Model.phased() {
-		return r
+		return ws
 	}
+	r := &ws.Roles[0]
 	add := func(res *Resources, n int) {
 		if res != nil {
 			r.CPUs += float64(n) * res.CPUs
@@ -421,23 +423,36 @@ func (l *loop) request() workspec.Role {
 			r.MemoryMB += int64(n) * res.MemoryMB
 		}
 	}
-	models := 0 // evaluators of your model the phase runs
-	if l.st.Best != "" {
-		models = 1
-	}
-	switch l.phase {
+	switch phase {
 	case "train":
-		r.Name = workspec.RoleTrainer
+		ws.Kind, r.Name = workspec.KindTraining, workspec.RoleTrainer
 		if t := set.Model.TrainerResources; t != nil {
 			r.CPUs, r.GPUs, r.MemoryMB = t.CPUs, float64(t.GPUs), t.MemoryMB
 		}
 	case "gauntlet":
-		r.Name = workspec.RoleEvaluator
+		ws.Kind, r.Name = workspec.KindEvaluation, workspec.RoleEvaluator
 		add(set.Model.EvaluatorResources, models+1) // the best and the candidate
 	default:
 		add(set.Model.EvaluatorResources, models)
 	}
-	return r
+	return ws
+}
+
+// LoopWork is every allocation a loop will ask for, each as it is once
+// your model plays and a best exists: the self-play allocation (kind
+// selfplay), and in a phased loop the training and gauntlet ones too
+// (kinds training and evaluation). The API preflights each at start, so a
+// phase that no node or policy would ever take is refused then, not found
+// waiting generations later.
+func LoopWork(id, config string, set Settings) []workspec.Spec {
+	set = set.WithDefaults()
+	works := []workspec.Spec{phaseWork(id, config, set, "", 1)}
+	if set.Model.phased() {
+		for _, phase := range []string{"train", "gauntlet"} {
+			works = append(works, phaseWork(id+"/"+phase, config, set, phase, 1))
+		}
+	}
+	return works
 }
 
 // allocate asks the cluster for a node until it gets one; the reason it
@@ -476,15 +491,11 @@ func (l *loop) allocate(ctx workflow.Context) error {
 // a phased loop's training or gauntlet (kinds training and evaluation, so
 // the policy's tier preferences and provider rules for them apply).
 func (l *loop) work() workspec.Spec {
-	ws := SelfPlayWork(l.jobID(), l.in.Config, l.set)
-	ws.Roles[0] = l.request()
-	switch l.phase {
-	case "train":
-		ws.Kind = workspec.KindTraining
-	case "gauntlet":
-		ws.Kind = workspec.KindEvaluation
+	models := 0 // evaluators of your model the phase runs besides a candidate
+	if l.st.Best != "" {
+		models = 1
 	}
-	return ws
+	return phaseWork(l.jobID(), l.in.Config, l.set, l.phase, models)
 }
 
 // SelfPlayWork is the work description of one self-play allocation (a
