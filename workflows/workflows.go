@@ -70,21 +70,35 @@ func Register(w worker.Registry, d Deps) {
 	w.RegisterWorkflowWithOptions(sweep.Workflow, workflow.RegisterOptions{Name: sweep.Name})
 }
 
+// AgentDeps are what a node agent's activities use.
+type AgentDeps struct {
+	// Dir is where job processes start; JobUser, when set, the account
+	// they run as.
+	Dir     string
+	JobUser *procenv.User
+	// Runner trains runs placed on the node; nil when the agent has no S3
+	// (or is hollow). Logs is the bucket job processes' output streams to
+	// (logs/); nil keeps only its tail.
+	Runner *training.Runner
+	Logs   *objstore.Store
+	// Drain is the agent's drain switch, thrown by its cluster's drain-node.
+	Drain *drain.Signal
+	// AgentID is the agent process's (its heartbeats'); Lease is where it
+	// notes that it holds its node's lease (workflows/cluster/lease.go).
+	AgentID string
+	Lease   *cluster.LeaseHolder
+	// Hollow: a simulated node's jobs sleep instead of forking
+	// (internal/agent/hollow).
+	Hollow bool
+}
+
 // RegisterAgent adds what a node agent executes to its worker (polling the
-// node's own task queue, cluster.NodeQueue); job processes start in dir.
-// runner trains runs placed on the node, and its bucket keeps job
-// processes' output (logs/); nil when the agent has no S3.
-// drains is the agent's drain switch, thrown by its cluster's drain-node.
-// jobUser, when set, is the account job processes run as.
-func RegisterAgent(w worker.Registry, dir string, runner *training.Runner, drains *drain.Signal, jobUser *procenv.User) {
-	jobs := &job.AgentActivities{Dir: dir, User: jobUser}
-	if runner != nil {
-		jobs.Logs = runner.Objects
-	}
-	w.RegisterActivity(jobs)
-	w.RegisterActivity(&cluster.AgentActivities{Drain: drains})
-	if runner != nil {
-		w.RegisterActivity(&train.AgentActivities{Runner: runner, Dir: dir})
+// node's own task queue, cluster.NodeQueue).
+func RegisterAgent(w worker.Registry, d AgentDeps) {
+	w.RegisterActivity(&job.AgentActivities{Dir: d.Dir, User: d.JobUser, Logs: d.Logs, Hollow: d.Hollow})
+	w.RegisterActivity(&cluster.AgentActivities{Drain: d.Drain, AgentID: d.AgentID, Lease: d.Lease})
+	if d.Runner != nil {
+		w.RegisterActivity(&train.AgentActivities{Runner: d.Runner, Dir: d.Dir})
 	}
 }
 

@@ -56,6 +56,10 @@ type agentOptions struct {
 	// maxRefusals: the agent exits after the cluster refused this many of
 	// its heartbeats (a wrong or missing join token never heals itself).
 	maxRefusals int
+	// simulate is how many hollow nodes to run (agentsim.go), named
+	// node-simulateFrom and up; memoryMB overrides the detected memory.
+	simulate, simulateFrom int
+	memoryMB               int64
 }
 
 func newAgentCmd(g *globals) *cobra.Command {
@@ -85,6 +89,9 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.StringVar(&o.secretsFile, "secrets-file", "", "0600 file with join_token, s3_access_key_id, s3_secret_access_key (default: $TRAINYARD_AGENT_CONFIG, written by the provisioner)")
 	f.IntVar(&o.maxRefusals, "max-refusals", 6, "exit non-zero once the cluster has refused this many heartbeats (wrong or missing join token, unknown node)")
 	f.StringVar(&o.advertise, "advertise-address", "", "the IP address this node's peers reach it at (gangs' MASTER_ADDR, an LLM loop's trainer and pool; default: the source address of its route to --temporal-address)")
+	f.IntVar(&o.simulate, "simulate", 0, "run this many hollow (simulated) nodes named NODE-1 ... NODE-N in this process: real heartbeats, leases and job reports, described resources, jobs that sleep instead of forking (sleep/true/false/echo/exit)")
+	f.IntVar(&o.simulateFrom, "simulate-from", 1, "with --simulate: the number of the first node")
+	f.Int64Var(&o.memoryMB, "memory-mb", 0, "memory to offer instead of the detected (MB)")
 	f.StringVar(&o.jobUser, "job-user", "", "run jobs as this account, so they cannot read the agent's secrets (needs root; default: the agent's own user)")
 	addTemporalFlags(f, &o.temporal)
 	addS3Flags(f, &o.s3)
@@ -95,6 +102,9 @@ func newAgentCmd(g *globals) *cobra.Command {
 func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 	if o.cluster == "" || o.node == "" {
 		return fmt.Errorf("agent: --cluster and --node are required")
+	}
+	if o.simulate < 0 || o.simulate > 0 && (o.simulateFrom < 0 || o.jobUser != "" || o.preempt != "") {
+		return fmt.Errorf("agent: --simulate N wants N >= 0 and --simulate-from >= 0, without --job-user or --preemption-notice (hollow jobs fork nothing)")
 	}
 	ctx, log, done, err := g.boot(ctx, "trainyard-agent")
 	if err != nil {
@@ -114,6 +124,14 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 	}
 	if secrets.S3AccessKeyID != "" {
 		o.s3.AccessKeyID, o.s3.SecretAccessKey = secrets.S3AccessKeyID, secrets.S3SecretAccessKey
+	}
+	if o.simulate > 0 {
+		tc, addr, err := dialControlPlane(ctx, o, log)
+		if err != nil {
+			return err
+		}
+		defer tc.Close()
+		return runHollowAgents(ctx, o, log, secrets, tc, addr)
 	}
 	var jobUser *procenv.User
 	if o.jobUser != "" {
@@ -165,22 +183,11 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 	}
 	dir, _ = filepath.Abs(dir)
 
-	o.temporal.Logger = log
-	tc, err := temporalx.Dial(ctx, o.temporal)
+	tc, addr, err := dialControlPlane(ctx, o, log)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	addr := o.advertise
-	if addr == "" {
-		if addr, err = routeSource(o.temporal.Address); err != nil {
-			return fmt.Errorf("agent %s: %w (set --advertise-address)", o.node, err)
-		}
-	}
-	if _, err := netip.ParseAddr(addr); err != nil {
-		return fmt.Errorf("agent %s: --advertise-address %q: want an IP address (the cluster takes no other)", o.node, addr)
-	}
-	log.Info("advertising", "address", addr)
 	runner, closeRunner, err := newTrainingRunner(ctx, o)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", o.node, err)
@@ -198,9 +205,13 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 	}
 	// Stopping waits up to drainTimeout for activities, so segments that
 	// checkpointed on SIGTERM still report.
-	w := worker.New(tc, cluster.NodeQueue(o.cluster, o.node), worker.Options{Identity: "agent@" + o.node, WorkerStopTimeout: o.drainTimeout,
-		MaxHeartbeatThrottleInterval: heartbeatThrottle})
-	workflows.RegisterAgent(w, dir, runner, drains, jobUser)
+	agentID, lease := uuid.NewString(), cluster.NewLeaseHolder()
+	w := worker.New(tc, cluster.NodeQueue(o.cluster, o.node), agentWorkerOptions(o, o.node))
+	deps := workflows.AgentDeps{Dir: dir, JobUser: jobUser, Runner: runner, Drain: drains, AgentID: agentID, Lease: lease}
+	if runner != nil {
+		deps.Logs = runner.Objects
+	}
+	workflows.RegisterAgent(w, deps)
 	if runner != nil {
 		if err := registerSelfplayAgent(ctx, w, o, dir, runner, jobUser); err != nil {
 			return fmt.Errorf("agent %s: %w", o.node, err)
@@ -223,65 +234,48 @@ func runAgent(ctx context.Context, g *globals, o *agentOptions) error {
 		})
 	}
 
-	hb := cluster.Heartbeat{Node: o.node, AgentID: uuid.NewString(), Resources: res, PID: os.Getpid(), Address: addr}
-	beat := func(ctx context.Context) {
-		hb.GPUUtil, hb.Draining = gpuUtil(ctx, dopts, len(res.GPUs)), drains.Reason()
-		secrets.sign(&hb, time.Now().UnixNano())
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := tc.SignalWorkflow(sctx, cluster.WorkflowID(o.cluster), "", cluster.SignalHeartbeat, hb); err != nil && ctx.Err() == nil {
-			log.Warn("heartbeat not delivered", "err", err)
-		}
-	}
-	t := time.NewTicker(o.heartbeat)
-	defer t.Stop()
-	for {
-		beat(ctx)
-		if err := refused(ctx, tc, o, hb.AgentID, log); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			// SIGTERM (a spot reclaim, a node shutdown, kubectl drain): no
-			// new work, and the runs here checkpoint now and move; the
-			// deferred worker stop waits for them to report.
-			if drains.Start("agent got SIGTERM", time.Now().Add(o.drainTimeout)) {
-				beat(context.WithoutCancel(ctx))
-			}
-			log.Info("agent stopping: draining", "timeout", o.drainTimeout)
-			return nil
-		case <-t.C:
-		case <-drains.Changed():
-			log.Info("drain state changed", "draining", drains.Reason())
-		}
-	}
+	b := &heartbeater{tc: tc, cluster: o.cluster, secrets: secrets, lease: lease, every: o.heartbeat, maxRefusals: o.maxRefusals, log: log,
+		hb: cluster.Heartbeat{Node: o.node, AgentID: agentID, Resources: res, PID: os.Getpid(), Address: addr},
+		refresh: func(ctx context.Context) ([]int, string) {
+			return gpuUtil(ctx, dopts, len(res.GPUs)), drains.Reason()
+		}}
+	// SIGTERM (a spot reclaim, a node shutdown, kubectl drain): no new
+	// work, and the runs here checkpoint now and move; the deferred worker
+	// stop waits for them to report.
+	return b.run(ctx, drains.Changed(), func() bool {
+		defer log.Info("agent stopping: draining", "timeout", o.drainTimeout)
+		return drains.Start("agent got SIGTERM", time.Now().Add(o.drainTimeout))
+	})
 }
 
-// refused asks the cluster whether it refuses this agent's heartbeats: each
-// refusal is logged with its reason, and after o.maxRefusals the agent
-// gives up with that reason, rather than run on unseen while its node
-// stays Pending. A cluster that cannot be asked (an older workflow, a
-// network blip) is not a refusal.
-func refused(ctx context.Context, tc client.Client, o *agentOptions, agentID string, log *slog.Logger) error {
-	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	v, err := tc.QueryWorkflow(qctx, cluster.WorkflowID(o.cluster), "", cluster.QueryRefusal, agentID)
+// dialControlPlane connects to Temporal and finds the address the node's
+// peers reach it at.
+func dialControlPlane(ctx context.Context, o *agentOptions, log *slog.Logger) (client.Client, string, error) {
+	o.temporal.Logger = log
+	tc, err := temporalx.Dial(ctx, o.temporal)
 	if err != nil {
-		return nil
+		return nil, "", err
 	}
-	var r *cluster.Refusal
-	if v.Get(&r) != nil || r == nil {
-		return nil
+	addr := o.advertise
+	if addr == "" {
+		if addr, err = routeSource(o.temporal.Address); err != nil {
+			tc.Close()
+			return nil, "", fmt.Errorf("agent %s: %w (set --advertise-address)", o.node, err)
+		}
 	}
-	log.Error("the cluster refuses this agent's heartbeats", "reason", r.Reason, "refused", r.Count, "max_refusals", o.maxRefusals)
-	if r.Count < o.maxRefusals {
-		return nil
+	if _, err := netip.ParseAddr(addr); err != nil {
+		tc.Close()
+		return nil, "", fmt.Errorf("agent %s: --advertise-address %q: want an IP address (the cluster takes no other)", o.node, addr)
 	}
-	hint := "give the agent the cluster's join token (an admin prints it: trainyard cluster join-token " + o.cluster + ")"
-	if r.Reason == "unknown node" {
-		hint = "--node must name a node of the cluster's spec"
-	}
-	return fmt.Errorf("agent %s: cluster %s refused %d heartbeats: %s; %s", o.node, o.cluster, r.Count, r.Reason, hint)
+	log.Info("advertising", "address", addr)
+	return tc, addr, nil
+}
+
+// agentWorkerOptions are a node agent's worker's. Heartbeats are sent at
+// least every beat interval: a node's lease is one of them.
+func agentWorkerOptions(o *agentOptions, node string) worker.Options {
+	return worker.Options{Identity: "agent@" + node, WorkerStopTimeout: o.drainTimeout,
+		MaxHeartbeatThrottleInterval: min(heartbeatThrottle, o.heartbeat)}
 }
 
 // newTrainingRunner opens the bucket and a plugin runtime for training

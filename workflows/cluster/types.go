@@ -429,7 +429,10 @@ type nodeState struct {
 	// LastSeq is the sequence number of the last heartbeat accepted.
 	LastSeq int64 `json:"last_seq,omitempty"`
 	// KeyID is the join token its agent signs with ("" for the cluster's own).
-	KeyID     string           `json:"key_id,omitempty"`
+	KeyID string `json:"key_id,omitempty"`
+	// NoLease: its agent holds no lease (an older one, or the cluster holds
+	// maxLeases), so its heartbeat signals decide its health.
+	NoLease   bool             `json:"no_lease,omitempty"`
 	Allocated map[string]Usage `json:"allocated,omitempty"` // by job id
 }
 

@@ -44,6 +44,11 @@ func Workflow(ctx workflow.Context, st State) error {
 		ctx, _ = workflow.NewDisconnectedContext(ctx)
 	}
 	c := newController(ctx, &st)
+	// Versioned: older histories judged every node by heartbeat signals.
+	c.leases = newLeases(ctx, workflow.GetVersion(ctx, "liveness-leases", workflow.DefaultVersion, 1) == 1)
+	for _, name := range st.Order {
+		c.touchLease(name) // a run continued as new holds none yet
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return c.status(workflow.Now(ctx)), nil }); err != nil {
 		return err
 	}
@@ -107,6 +112,7 @@ func Workflow(ctx workflow.Context, st State) error {
 			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2}})}
 	for {
 		runNext()
+		c.syncLeases(ctx)
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(commands, func(ch workflow.ReceiveChannel, _ bool) {
 			var cmd Command
@@ -138,6 +144,11 @@ func Workflow(ctx workflow.Context, st State) error {
 			c.releaseOwners(workflow.Now(ctx), closed)
 		})
 		sel.AddReceive(finished, func(ch workflow.ReceiveChannel, _ bool) { ch.Receive(ctx, nil) })
+		sel.AddReceive(c.leases.ended, func(ch workflow.ReceiveChannel, _ bool) {
+			var e leaseEnd
+			ch.Receive(ctx, &e)
+			c.leaseEnded(workflow.Now(ctx), e)
+		})
 		if cancelled != nil {
 			sel.AddReceive(cancelled, func(ch workflow.ReceiveChannel, _ bool) {
 				ch.Receive(ctx, nil)
@@ -151,7 +162,7 @@ func Workflow(ctx workflow.Context, st State) error {
 			c.event(workflow.Now(ctx), "cluster is down; workflow completes")
 			return nil
 		}
-		if !running && workflow.GetInfo(ctx).GetCurrentHistoryLength() > st.Settings.HistoryLimit {
+		if !running && workflow.GetInfo(ctx).GetCurrentHistoryLength() > c.historyLimit() {
 			drain(ctx, commands, c)
 			// By name: the SDK resolves a function to its short name,
 			// "Workflow", which every workflow package shares, so passing
@@ -159,6 +170,16 @@ func Workflow(ctx workflow.Context, st State) error {
 			return workflow.NewContinueAsNewError(ctx, Name, st)
 		}
 	}
+}
+
+// historyLimit is the history length at which a run continues as new.
+// With leases each run begins with one lease per live node, so the limit
+// grows with them: a run must outlast its own start.
+func (c *controller) historyLimit() int {
+	if !c.leases.on {
+		return c.st.Settings.HistoryLimit
+	}
+	return c.st.Settings.HistoryLimit + 4*len(c.leases.running)
 }
 
 func allStopped(nodes map[string]*nodeState) bool {
@@ -192,11 +213,13 @@ type controller struct {
 	params params.Params
 	// admitting is held from a request's admission decision to its commit.
 	admitting workflow.Mutex
+	// leases are the nodes' lease activities (lease.go).
+	leases *leases
 }
 
 func newController(ctx workflow.Context, st *State) *controller {
 	return &controller{st: st, params: params.Default(), beats: workflow.GetSignalChannel(ctx, SignalHeartbeat), releases: workflow.GetSignalChannel(ctx, SignalRelease),
-		admitting: workflow.NewMutex(ctx)}
+		admitting: workflow.NewMutex(ctx), leases: newLeases(ctx, false)}
 }
 
 // takeBuffered applies every heartbeat and release already received.
@@ -215,6 +238,7 @@ func (c *controller) takeBuffered(ctx workflow.Context) {
 		}
 		c.releaseAll(workflow.Now(ctx), r)
 	}
+	c.takeLeaseEnds(ctx)
 }
 
 // allocateUpdate handles the allocate update. A job moving off a node
@@ -379,6 +403,7 @@ func (c *controller) run(ctx, actx workflow.Context, cmd Command) {
 		}
 		c.bringDown(ctx, actx, []string{cmd.Name})
 		delete(c.st.Nodes, cmd.Name)
+		c.touchLease(cmd.Name)
 		c.st.Order = slices.DeleteFunc(c.st.Order, func(n string) bool { return n == cmd.Name })
 		c.event(workflow.Now(ctx), "node %s removed", cmd.Name)
 	case OpDrain, OpUndrain:
@@ -514,6 +539,7 @@ func (c *controller) bringDown(ctx, actx workflow.Context, names []string) {
 				return
 			}
 			n.Health, n.Allocated, n.Draining = Stopped, nil, false
+			c.touchLease(n.Spec.Name)
 			c.st.Ledger.Close("", n.Spec.Name, workflow.Now(gctx))
 			c.event(workflow.Now(gctx), "node %s stopped", n.Spec.Name)
 		})
@@ -553,6 +579,9 @@ func (c *controller) heartbeat(now time.Time, hb Heartbeat) {
 	if hb.Draining == "" || hb.AgentID != n.AgentID {
 		n.Undrained = ""
 	}
+	if hb.AgentID != n.AgentID {
+		n.NoLease = false // a new agent process: it may hold one
+	}
 	n.LastBeat, n.AgentID, n.AgentPID, n.Reported, n.GPUUtil = now, hb.AgentID, hb.PID, hb.Resources, hb.GPUUtil
 	// The advertised address goes into peers' environments (MASTER_ADDR)
 	// and URLs (the LLM loop's pool): only an IP address is taken, never a
@@ -564,6 +593,7 @@ func (c *controller) heartbeat(now time.Time, hb Heartbeat) {
 	if n.Health != Stopped {
 		n.Health, n.Error = idleOrHealthy(n), ""
 	}
+	c.touchLease(hb.Node)
 }
 
 // refused records a refused heartbeat: one event for an agent's first (its
@@ -698,22 +728,29 @@ func idleOrHealthy(n *nodeState) Health {
 func (c *controller) checkHealth(now time.Time) {
 	for _, name := range c.st.Order {
 		n := c.st.Nodes[name]
-		if n.Health != Healthy && n.Health != Idle {
+		if n.Health != Healthy && n.Health != Idle || c.judgedByLease(n) {
 			continue
 		}
 		if now.Sub(n.LastBeat) > c.st.Settings.HeartbeatTimeout {
-			n.Health = Dead
-			n.Error = fmt.Sprintf("no heartbeat for %v", now.Sub(n.LastBeat).Round(time.Second))
-			var jobs []string
-			for j := range n.Allocated {
-				jobs = append(jobs, j)
-			}
-			sort.Strings(jobs)
-			n.Allocated = nil
-			c.st.Ledger.Close("", name, now)
-			c.event(now, "node %s is Dead (%s); handed back %d job(s): %v", name, n.Error, len(jobs), jobs)
+			c.declareDead(now, name, fmt.Sprintf("no heartbeat for %v", now.Sub(n.LastBeat).Round(time.Second)))
 		}
 	}
+}
+
+// declareDead marks a node Dead and takes its allocations back: the jobs
+// holding them re-allocate elsewhere.
+func (c *controller) declareDead(now time.Time, name, why string) {
+	n := c.st.Nodes[name]
+	n.Health, n.Error = Dead, why
+	var jobs []string
+	for j := range n.Allocated {
+		jobs = append(jobs, j)
+	}
+	sort.Strings(jobs)
+	n.Allocated = nil
+	c.st.Ledger.Close("", name, now)
+	c.touchLease(name)
+	c.event(now, "node %s is Dead (%s); handed back %d job(s): %v", name, n.Error, len(jobs), jobs)
 }
 
 // reconciler looks up, now and then, whether the workflows holding

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/trainyard/trainyard/internal/agent/hollow"
 	"github.com/trainyard/trainyard/internal/agent/procenv"
 	"github.com/trainyard/trainyard/internal/logstream"
 	"github.com/trainyard/trainyard/internal/objstore"
@@ -76,6 +78,9 @@ type AgentActivities struct {
 	// User, when set (the agent's --job-user), runs every process as that
 	// account in a private directory of its own instead of Dir.
 	User *procenv.User
+	// Hollow runs a simulated node's jobs: no process, the command played
+	// out as a plan (see internal/agent/hollow).
+	Hollow bool
 }
 
 // ProcessInput is one process with its GPUs.
@@ -90,7 +95,8 @@ type ProcessInput struct {
 
 // RunProcess runs the command in its own process group with a minimal
 // environment and CUDA_VISIBLE_DEVICES set to exactly its GPUs, heartbeating
-// until it exits; a cancelled activity stops the process.
+// until it exits; a cancelled activity stops the process. A hollow agent
+// plays the command out instead (runHollow).
 func (a *AgentActivities) RunProcess(ctx context.Context, in ProcessInput) (Result, error) {
 	if len(in.Command) == 0 {
 		return Result{}, temporal.NewNonRetryableApplicationError("empty command", ErrProcessFailed, nil)
@@ -99,13 +105,14 @@ func (a *AgentActivities) RunProcess(ctx context.Context, in ProcessInput) (Resu
 	if err != nil {
 		return Result{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrProcessFailed, err)
 	}
+	if a.Hollow {
+		return a.runHollow(ctx, in)
+	}
 	path, err := exec.LookPath(in.Command[0])
 	if err != nil {
 		return Result{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("command %q: %v", in.Command[0], err), ErrProcessFailed, err)
 	}
-	out := &procenv.Tail{Max: 8 << 10}
-	info := activity.GetInfo(ctx)
-	stdout, closeLog := logstream.Tee(ctx, a.Logs, logstream.JobPrefix(info.WorkflowExecution.ID, in.Instance), info.ActivityID, out, activity.GetLogger(ctx))
+	out, stdout, closeLog := a.openLog(ctx, in)
 	defer closeLog()
 	dir := a.Dir
 	if a.User != nil {
@@ -124,15 +131,12 @@ func (a *AgentActivities) RunProcess(ctx context.Context, in ProcessInput) (Resu
 	for {
 		select {
 		case <-p.Done():
-			res := Result{Output: out.String()}
 			err := p.Wait()
 			var exit *exec.ExitError
 			if errors.As(err, &exit) {
-				res.ExitCode = exit.ExitCode()
-				return res, temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("%s exited with code %d: %s", in.Command[0], res.ExitCode, procenv.LastLine(res.Output)), ErrProcessFailed, err)
+				return exited(in, out.String(), exit.ExitCode(), err)
 			}
-			return res, err
+			return Result{Output: out.String()}, err
 		case <-beat.C:
 			activity.RecordHeartbeat(ctx, p.Pid())
 		case <-ctx.Done():
@@ -140,4 +144,41 @@ func (a *AgentActivities) RunProcess(ctx context.Context, in ProcessInput) (Resu
 			return Result{Output: out.String()}, ctx.Err()
 		}
 	}
+}
+
+// runHollow is RunProcess on a simulated node: the command is read as a
+// plan (internal/agent/hollow) that prints, sleeps and exits as told,
+// reported exactly as a real process would be.
+func (a *AgentActivities) runHollow(ctx context.Context, in ProcessInput) (Result, error) {
+	plan, err := hollow.Parse(in.Command)
+	if err != nil {
+		return Result{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrProcessFailed, err)
+	}
+	out, stdout, closeLog := a.openLog(ctx, in)
+	defer closeLog()
+	_, _ = io.WriteString(stdout, plan.Output) // as a process's: Tee warns itself
+	if err := hollow.Run(ctx, plan, 2*time.Second, func() { activity.RecordHeartbeat(ctx, 0) }); err != nil {
+		return Result{Output: out.String()}, err
+	}
+	if plan.ExitCode != 0 {
+		return exited(in, out.String(), plan.ExitCode, fmt.Errorf("exit status %d", plan.ExitCode))
+	}
+	return Result{Output: out.String()}, nil
+}
+
+// openLog is where a process's output goes: its tail, for the result, and
+// its log in the bucket (trainyard logs); closeLog uploads the rest.
+func (a *AgentActivities) openLog(ctx context.Context, in ProcessInput) (tail *procenv.Tail, w io.Writer, closeLog func()) {
+	tail = &procenv.Tail{Max: 8 << 10}
+	info := activity.GetInfo(ctx)
+	w, closeLog = logstream.Tee(ctx, a.Logs, logstream.JobPrefix(info.WorkflowExecution.ID, in.Instance), info.ActivityID, tail, activity.GetLogger(ctx))
+	return tail, w, closeLog
+}
+
+// exited is a process that exited with a non-zero code: its result, and
+// the non-retryable failure that names it and its last line.
+func exited(in ProcessInput, output string, code int, cause error) (Result, error) {
+	res := Result{Output: output, ExitCode: code}
+	return res, temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("%s exited with code %d: %s", in.Command[0], code, procenv.LastLine(output)), ErrProcessFailed, cause)
 }

@@ -1,0 +1,206 @@
+package cluster
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Liveness outside the history. A node's agent, once its signed heartbeat
+// has registered it, holds a lease: one long activity on the node's task
+// queue that it heartbeats. Activity heartbeats are kept in the
+// execution's mutable state, not its history, and their timeout is a
+// timer of the Temporal server, so a node's death is decided there, once,
+// whichever `server`/`worker` replica runs this workflow and across a kill
+// -9 of all of them. The heartbeat signal carries changes only (joined,
+// resources, drain, address, a new agent process); an agent whose lease
+// ended re-announces itself with one.
+
+// LeaseRequest is a lease for one agent process of a node.
+type LeaseRequest struct {
+	Node    string `json:"node"`
+	AgentID string `json:"agent_id"`
+	// Every is how often the agent heartbeats it; Term is when it ends
+	// (the workflow then starts the next).
+	Every time.Duration `json:"every"`
+	Term  time.Duration `json:"term"`
+}
+
+// ErrLeaseNotMine is the error type of a lease its agent refused: it was
+// meant for another agent process of the node (an earlier one).
+const ErrLeaseNotMine = "LeaseNotMine"
+
+// leaseTerm is how long one lease activity runs before it is renewed:
+// each renewal is a few history events per node.
+const leaseTerm = 30 * time.Minute
+
+// maxLeases bounds the leases one cluster holds, below Temporal's limit of
+// pending activities per execution (2,000 by default); nodes beyond it are
+// judged by their heartbeat signals, as older agents are.
+const maxLeases = 1500
+
+// leaseOutcome is how a lease activity ended.
+type leaseOutcome string
+
+const (
+	leaseRenew       leaseOutcome = "renew"       // its term ended
+	leaseLost        leaseOutcome = "lost"        // its heartbeats stopped, or no agent took it
+	leaseCancelled   leaseOutcome = "cancelled"   // the workflow let it go
+	leaseRefused     leaseOutcome = "refused"     // another agent process of the node has it
+	leaseUnsupported leaseOutcome = "unsupported" // an agent that holds no leases
+)
+
+// leaseEnd is a lease activity's end, sent to the main loop.
+type leaseEnd struct {
+	Node, AgentID string
+	Outcome       leaseOutcome
+	Why           string
+}
+
+// lease is a running lease activity.
+type lease struct {
+	agentID string
+	cancel  workflow.CancelFunc
+}
+
+// leases are the lease activities of one workflow run (not state: a run
+// continued as new starts its own).
+type leases struct {
+	on      bool
+	running map[string]lease // by node
+	want    []string         // nodes to look at: start, renew or drop
+	ended   workflow.Channel
+}
+
+func newLeases(ctx workflow.Context, on bool) *leases {
+	return &leases{on: on, running: map[string]lease{}, ended: workflow.NewBufferedChannel(ctx, maxLeases)}
+}
+
+// judgedByLease says whether n's health is its lease's: checkHealth leaves
+// it alone.
+func (c *controller) judgedByLease(n *nodeState) bool {
+	return c.leases != nil && c.leases.on && !n.NoLease
+}
+
+// touchLease asks the main loop to look at name's lease.
+func (c *controller) touchLease(name string) {
+	if c.leases != nil && c.leases.on && !slices.Contains(c.leases.want, name) {
+		c.leases.want = append(c.leases.want, name)
+	}
+}
+
+// syncLeases starts a lease for each touched node that is live and has
+// none for its agent, and lets go of those of nodes no longer live.
+func (c *controller) syncLeases(ctx workflow.Context) {
+	want := c.leases.want
+	c.leases.want = nil
+	for _, name := range want {
+		n := c.st.Nodes[name]
+		l, held := c.leases.running[name]
+		live := n != nil && (n.Health == Healthy || n.Health == Idle) && n.AgentID != "" && !n.NoLease
+		switch {
+		case held && (!live || l.agentID != n.AgentID):
+			l.cancel()
+			delete(c.leases.running, name)
+			if live {
+				c.startLease(ctx, name, n)
+			}
+		case !held && live:
+			c.startLease(ctx, name, n)
+		}
+	}
+}
+
+func (c *controller) startLease(ctx workflow.Context, name string, n *nodeState) {
+	if len(c.leases.running) >= maxLeases {
+		n.NoLease = true
+		c.event(workflow.Now(ctx), "node %s: the cluster holds %d leases already; its heartbeats decide its health", name, maxLeases)
+		return
+	}
+	timeout := c.st.Settings.HeartbeatTimeout
+	lctx, cancel := workflow.WithCancel(ctx)
+	actx := workflow.WithActivityOptions(lctx, workflow.ActivityOptions{
+		TaskQueue:              NodeQueue(c.st.Name, name),
+		ScheduleToStartTimeout: timeout,
+		StartToCloseTimeout:    leaseTerm + timeout,
+		HeartbeatTimeout:       timeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	req := LeaseRequest{Node: name, AgentID: n.AgentID, Every: timeout / 3, Term: leaseTerm}
+	c.leases.running[name] = lease{agentID: n.AgentID, cancel: cancel}
+	f := workflow.ExecuteActivity(actx, (*AgentActivities).HoldLease, req)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		err := f.Get(gctx, nil)
+		outcome, why := classifyLease(err)
+		c.leases.ended.Send(gctx, leaseEnd{Node: name, AgentID: req.AgentID, Outcome: outcome, Why: why})
+	})
+}
+
+func classifyLease(err error) (leaseOutcome, string) {
+	var timeout *temporal.TimeoutError
+	var cancelled *temporal.CanceledError
+	var app *temporal.ApplicationError
+	switch {
+	case err == nil:
+		return leaseRenew, ""
+	case errors.As(err, &cancelled):
+		return leaseCancelled, ""
+	case errors.As(err, &timeout):
+		return leaseLost, timeout.TimeoutType().String()
+	case errors.As(err, &app) && app.Type() == ErrLeaseNotMine:
+		return leaseRefused, app.Message()
+	case errors.As(err, &app) && strings.Contains(app.Message(), "unable to find activityType"):
+		return leaseUnsupported, ""
+	}
+	return leaseLost, err.Error()
+}
+
+// leaseEnded applies a lease's end: a lost lease of the node's current
+// agent makes the node Dead; a finished term is renewed; a lease an older
+// agent process held, or one refused by the agent there now, changes
+// nothing (the new process registers with its own beat).
+func (c *controller) leaseEnded(now time.Time, e leaseEnd) {
+	if l, ok := c.leases.running[e.Node]; ok && l.agentID == e.AgentID {
+		delete(c.leases.running, e.Node)
+	}
+	n := c.st.Nodes[e.Node]
+	if n == nil || n.AgentID != e.AgentID {
+		return
+	}
+	switch e.Outcome {
+	case leaseRenew:
+		c.touchLease(e.Node)
+	case leaseUnsupported:
+		n.NoLease = true
+		c.event(now, "node %s: its agent holds no lease (an older agent): its heartbeats decide its health", e.Node)
+	case leaseLost:
+		if n.Health == Healthy || n.Health == Idle {
+			c.declareDead(now, e.Node, "lease lost: "+leaseWhy(e.Why, c.st.Settings.HeartbeatTimeout))
+		}
+	}
+}
+
+func leaseWhy(timeoutType string, d time.Duration) string {
+	switch timeoutType {
+	case "ScheduleToStart":
+		return "no agent took its lease within " + d.String()
+	case "Heartbeat":
+		return "no heartbeat for " + d.String()
+	}
+	return timeoutType
+}
+
+// takeLeaseEnds applies every lease end already received.
+func (c *controller) takeLeaseEnds(ctx workflow.Context) {
+	for c.leases != nil {
+		var e leaseEnd
+		if !c.leases.ended.ReceiveAsync(&e) {
+			return
+		}
+		c.leaseEnded(workflow.Now(ctx), e)
+	}
+}
