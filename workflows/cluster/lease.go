@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -48,6 +49,7 @@ type leaseOutcome string
 
 const (
 	leaseRenew       leaseOutcome = "renew"       // its term ended
+	leaseFailed      leaseOutcome = "failed"      // the agent ended it with an error: it is there
 	leaseLost        leaseOutcome = "lost"        // its heartbeats stopped, or no agent took it
 	leaseCancelled   leaseOutcome = "cancelled"   // the workflow let it go
 	leaseRefused     leaseOutcome = "refused"     // another agent process of the node has it
@@ -72,12 +74,13 @@ type lease struct {
 type leases struct {
 	on      bool
 	running map[string]lease // by node
+	failed  map[string]int   // leases in a row the node's agent ended with an error
 	want    []string         // nodes to look at: start, renew or drop
 	ended   workflow.Channel
 }
 
 func newLeases(ctx workflow.Context, on bool) *leases {
-	return &leases{on: on, running: map[string]lease{}, ended: workflow.NewBufferedChannel(ctx, maxLeases)}
+	return &leases{on: on, running: map[string]lease{}, failed: map[string]int{}, ended: workflow.NewBufferedChannel(ctx, maxLeases)}
 }
 
 // judgedByLease says whether n's health is its lease's: checkHealth leaves
@@ -117,8 +120,7 @@ func (c *controller) syncLeases(ctx workflow.Context) {
 
 func (c *controller) startLease(ctx workflow.Context, name string, n *nodeState) {
 	if len(c.leases.running) >= maxLeases {
-		n.NoLease = true
-		c.event(workflow.Now(ctx), "node %s: the cluster holds %d leases already; its heartbeats decide its health", name, maxLeases)
+		c.judgeByBeats(workflow.Now(ctx), name, fmt.Sprintf("the cluster holds %d leases already", maxLeases))
 		return
 	}
 	timeout := c.st.Settings.HeartbeatTimeout
@@ -156,8 +158,15 @@ func classifyLease(err error) (leaseOutcome, string) {
 	case errors.As(err, &app) && strings.Contains(app.Message(), "unable to find activityType"):
 		return leaseUnsupported, ""
 	}
-	return leaseLost, err.Error()
+	// The agent itself ended it (its heartbeats failed while Temporal
+	// restarted, and the SDK cancelled it): the agent is alive.
+	return leaseFailed, err.Error()
 }
+
+// maxLeaseFailures is how many leases in a row an agent may end with an
+// error before its node is judged by heartbeat signals instead: each
+// renewal is history events.
+const maxLeaseFailures = 3
 
 // leaseEnded applies a lease's end: a lost lease of the node's current
 // agent makes the node Dead; a finished term is renewed; a lease an older
@@ -171,17 +180,36 @@ func (c *controller) leaseEnded(now time.Time, e leaseEnd) {
 	if n == nil || n.AgentID != e.AgentID {
 		return
 	}
+	if e.Outcome != leaseFailed {
+		delete(c.leases.failed, e.Node)
+	}
 	switch e.Outcome {
 	case leaseRenew:
 		c.touchLease(e.Node)
+	case leaseFailed:
+		c.leases.failed[e.Node]++
+		if c.leases.failed[e.Node] < maxLeaseFailures {
+			c.touchLease(e.Node)
+			break
+		}
+		delete(c.leases.failed, e.Node)
+		c.judgeByBeats(now, e.Node, fmt.Sprintf("its agent ended %d leases in a row with an error (the last: %s)", maxLeaseFailures, e.Why))
 	case leaseUnsupported:
-		n.NoLease = true
-		c.event(now, "node %s: its agent holds no lease (an older agent): its heartbeats decide its health", e.Node)
+		c.judgeByBeats(now, e.Node, "its agent holds no lease (an older agent)")
 	case leaseLost:
 		if n.Health == Healthy || n.Health == Idle {
 			c.declareDead(now, e.Node, "lease lost: "+leaseWhy(e.Why, c.st.Settings.HeartbeatTimeout))
 		}
 	}
+}
+
+// judgeByBeats has a node's heartbeat signals decide its health from now
+// on. Its agent, holding no lease, signals every beat; until its first,
+// the node counts as heard from now.
+func (c *controller) judgeByBeats(now time.Time, name, why string) {
+	n := c.st.Nodes[name]
+	n.NoLease, n.LastBeat = true, now
+	c.event(now, "node %s: %s; its heartbeats decide its health", name, why)
 }
 
 func leaseWhy(timeoutType string, d time.Duration) string {

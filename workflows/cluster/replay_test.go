@@ -20,9 +20,12 @@ import (
 // history-v5.json, recorded with placement-through-bundle (three trainings
 // of one config and two plain jobs, each placement asked about by the
 // AdmitPlacement activity) and undrain-ignores-stale-beats (a drain and an
-// undrain of a node).
+// undrain of a node), and history-v6.json, recorded with liveness-leases
+// (three hollow nodes, each signalling once and then holding a lease; a
+// drain and an undrain; four jobs; the agents killed, their leases lost
+// and the nodes Dead; new agents, the nodes back with new leases; a job).
 func TestReplay(t *testing.T) {
-	for _, file := range []string{"testdata/history.json", "testdata/history-v2.json", "testdata/history-v3.json", "testdata/history-v4.json", "testdata/history-v5.json"} {
+	for _, file := range []string{"testdata/history.json", "testdata/history-v2.json", "testdata/history-v3.json", "testdata/history-v4.json", "testdata/history-v5.json", "testdata/history-v6.json"} {
 		replaytest.Replay(t, Workflow, Name, file)
 	}
 }
