@@ -37,16 +37,22 @@ type heartbeater struct {
 	check int     // beats left to ask whether the cluster refused the last signal
 }
 
-// report is what a heartbeat says that the cluster acts on.
+// report is what a heartbeat says that the cluster acts on: of GPU
+// utilisation, which GPUs are busy (cluster.GPUBusyPct).
 type report struct {
 	Resources resources.Capacity
 	Draining  string
 	Address   string
 	PID       int
+	GPUsBusy  []bool
 }
 
 func (b *heartbeater) report() report {
-	return report{Resources: b.hb.Resources, Draining: b.hb.Draining, Address: b.hb.Address, PID: b.hb.PID}
+	r := report{Resources: b.hb.Resources, Draining: b.hb.Draining, Address: b.hb.Address, PID: b.hb.PID}
+	for _, u := range b.hb.GPUUtil {
+		r.GPUsBusy = append(r.GPUsBusy, u >= cluster.GPUBusyPct)
+	}
+	return r
 }
 
 // beat signals the cluster if something changed or no lease is held, and

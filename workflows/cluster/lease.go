@@ -31,6 +31,11 @@ type LeaseRequest struct {
 	Term  time.Duration `json:"term"`
 }
 
+// GPUBusyPct is the utilisation at which a GPU counts as in use by
+// something outside the cluster's allocations (the self-play idle
+// scheduler leaves it alone); an agent reports crossing it as a change.
+const GPUBusyPct = 10
+
 // ErrLeaseNotMine is the error type of a lease its agent refused: it was
 // meant for another agent process of the node (an earlier one).
 const ErrLeaseNotMine = "LeaseNotMine"

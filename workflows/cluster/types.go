@@ -159,8 +159,11 @@ type Heartbeat struct {
 	// Secret is the legacy join secret (workflows started before join keys).
 	Secret    string             `json:"secret,omitempty"`
 	Resources resources.Capacity `json:"resources"`
-	GPUUtil   []int              `json:"gpu_util,omitempty"` // percent per GPU, -1 unknown
-	PID       int                `json:"pid"`
+	// GPUUtil is percent per GPU, -1 unknown, as of the last change the
+	// agent reported: it reports a GPU going busy or idle (GPUBusyPct),
+	// not each percent (those are its metrics).
+	GPUUtil []int `json:"gpu_util,omitempty"`
+	PID     int   `json:"pid"`
 	// Draining says why the agent drains (a preemption notice, SIGTERM, a
 	// drain request); empty while it takes work.
 	Draining string `json:"draining,omitempty"`

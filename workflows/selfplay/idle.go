@@ -178,7 +178,7 @@ func (a *Activities) SelfplayGPUs(ctx context.Context, clusterName string) ([]sc
 		}
 		for i, g := range n.Resources.GPUs {
 			busy := slices.Contains(n.Used.GPUs, g.Index)
-			if i < len(n.GPUUtil) && n.GPUUtil[i] >= 10 {
+			if i < len(n.GPUUtil) && n.GPUUtil[i] >= cluster.GPUBusyPct {
 				busy = true
 			}
 			out = append(out, schedule.GPUSlot{Node: n.Name, Index: g.Index, Model: g.Model, VRAMMB: g.VRAMMB, Busy: busy})
