@@ -334,7 +334,7 @@ type NodeStatus struct {
 	GPUsDiffer    string             `json:"gpus_differ,omitempty" doc:"Set when the agent reports other GPUs than the spec describes: what each says."`
 	Used          Usage              `json:"used"`
 	GPUUtil       []int              `json:"gpu_util,omitempty"`
-	LastHeartbeat *time.Time         `json:"last_heartbeat,omitempty"`
+	LastHeartbeat *time.Time         `json:"last_heartbeat,omitempty" doc:"When the node's agent last reported a change (it registered, its resources, drain, address or busy GPUs changed). Its liveness between changes is its lease's: a node not Dead is live."`
 	AgentPID      int                `json:"agent_pid,omitempty"`
 	Jobs          []string           `json:"jobs,omitempty"`
 	// Allocations are what holds the node, one per role instance, with
