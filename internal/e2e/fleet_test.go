@@ -15,14 +15,14 @@ import (
 
 // TestFleetHollowNodes is `make scale`'s scenario, small and for
 // correctness only (no wall-clock bounds): 100 hollow nodes (`agent
-// --simulate`, one process) join a cluster of static nodes, 1000 short
-// jobs (0-1 s; one-CPU jobs, gangs of 2-8, GPU shares and whole GPUs, some
-// exiting non-zero) are submitted, and then every job was placed exactly
-// once and ended as its command does, no node flapped (up, Dead, up
-// again), nothing holds the cluster (no allocation, an empty queue), and
-// the cluster workflow's history (every run) has a few heartbeat signals
-// per node, a registration and its changes, not one every 5 s (the old
-// design: nodes x minutes x 12).
+// --simulate`, two processes: CPU and GPU nodes) join a cluster of static
+// nodes, 300 short jobs (0-1 s; one-CPU jobs, gangs of 2-8, GPU shares and
+// whole GPUs, some exiting non-zero) are submitted, and then every job was
+// placed exactly once and ended as its command does, no node flapped (up,
+// Dead, up again), nothing holds the cluster (no allocation, an empty
+// queue), and the cluster workflow's history (every run) has a few
+// heartbeat signals per node, a registration and its changes, not one
+// every 5 s (the old design: nodes x minutes x 12).
 func TestFleetHollowNodes(t *testing.T) {
 	t.Parallel()
 	// fleetload cannot import workflows/ (internal/ is below it): its copy
@@ -31,15 +31,24 @@ func TestFleetHollowNodes(t *testing.T) {
 		t.Fatalf("fleetload's cluster workflow names (%q, %q) differ from workflows/cluster's (%q, %q)",
 			fleetload.ClusterWorkflowPrefix+"fleet", fleetload.HeartbeatSignal, cluster.WorkflowID("fleet"), cluster.SignalHeartbeat)
 	}
-	const nodes, jobs = 100, 1000
+	// 300 jobs, not 1000: each costs the control plane about 0.4 CPU-s at
+	// 100 nodes (0.2 at 20), so 2 cores place about 5 a second (2 beside
+	// other tests) and 1000 would take 3-8 minutes. At most 32 open at
+	// once (a closed loop): an open-loop rate past what it places builds a
+	// backlog whose placement retries swamp the cluster workflow (429s,
+	// aborted updates), which is `make scale`'s to measure, not this
+	// test's.
+	const nodes, jobs = 100, 300
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// No wall-clock assertion, but a bound: a wedged control plane fails
+	// the test in minutes, with what the load saw, not at go test's timeout.
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	res, err := fleetload.Run(ctx, fleetload.Options{
-		Nodes: nodes, Jobs: jobs, Rate: 200, Workers: 16,
+		Nodes: nodes, Jobs: jobs, Rate: 50, Workers: 8, MaxOpen: 32, StatusOnly: true,
 		MinDuration: 0, MaxDuration: time.Second,
 		DevBinary: binary, AgentBinary: binary, Dir: dir,
-		JoinTimeout: 90 * time.Second, DrainTimeout: 2 * time.Minute, CheckRate: 300,
+		JoinTimeout: 90 * time.Second, DrainTimeout: time.Minute, CheckRate: 200,
 		Logf: t.Logf,
 	})
 	if err != nil {

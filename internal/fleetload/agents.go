@@ -49,7 +49,7 @@ func (f *fleet) start(i int) error {
 		for _, n := range g.nodes() {
 			p, err := f.launch(n, []string{"--node", n}, g.GPUs)
 			if err != nil {
-				f.stopProcs(ps, syscall.SIGKILL)
+				stopProcs(ps, syscall.SIGKILL)
 				return err
 			}
 			ps = append(ps, p)
@@ -88,29 +88,51 @@ func (f *fleet) launch(name string, who []string, gpus string) (*proc, error) {
 }
 
 // stop stops group i's agents with sig (SIGKILL: the node is lost;
-// SIGTERM: it drains first).
-func (f *fleet) stop(i int, sig syscall.Signal) {
+// SIGTERM: it drains first) and names those that ignored a SIGTERM
+// for stopGrace.
+func (f *fleet) stop(i int, sig syscall.Signal) []string {
 	f.mu.Lock()
 	ps := f.procs[i]
 	delete(f.procs, i)
 	f.mu.Unlock()
-	f.stopProcs(ps, sig)
+	return stopProcs(ps, sig)
 }
 
-func (f *fleet) stopAll(sig syscall.Signal) {
-	for i := range f.groups {
-		f.stop(i, sig)
+// stopAll stops every group at once.
+func (f *fleet) stopAll(sig syscall.Signal) []string {
+	f.mu.Lock()
+	var ps []*proc
+	for i, g := range f.procs {
+		ps = append(ps, g...)
+		delete(f.procs, i)
 	}
+	f.mu.Unlock()
+	return stopProcs(ps, sig)
 }
 
-// stopProcs stops ps side by side: a real fleet's agents each wait out
-// their drain.
-func (f *fleet) stopProcs(ps []*proc, sig syscall.Signal) {
-	var wg sync.WaitGroup
+// stopGrace is how long an agent or dev may take to exit after SIGTERM:
+// no work runs when the load stops them (hollow agents took 30 s, their
+// drain timeout, when the load was written).
+const stopGrace = 5 * time.Second
+
+// stopProcs stops ps side by side and names those that needed a SIGKILL.
+func stopProcs(ps []*proc, sig syscall.Signal) []string {
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		killed []string
+	)
 	for _, p := range ps {
-		wg.Go(func() { p.stop(sig, 40*time.Second) })
+		wg.Go(func() {
+			if !p.stop(sig, stopGrace) && sig != syscall.SIGKILL {
+				mu.Lock()
+				killed = append(killed, p.name)
+				mu.Unlock()
+			}
+		})
 	}
 	wg.Wait()
+	return killed
 }
 
 // exited describes agent processes that exited on their own (a refused

@@ -28,6 +28,11 @@ const (
 	runActivity      = "RunProcess"
 )
 
+// requestTimeout bounds one API call: the API gives up on a busy cluster
+// workflow after 30 s itself (a 429), so a call twice as long means the
+// control plane stopped answering.
+const requestTimeout = time.Minute
+
 // apiClient calls the Trainyard API with the dev admin token. It does not
 // retry: the load counts every 429 itself.
 type apiClient struct {
@@ -40,7 +45,7 @@ func newAPIClient(base, token string) *apiClient {
 	// Many submitters at once: keep a connection per goroutine alive.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 256
-	return &apiClient{base: base, token: token, http: &http.Client{Timeout: 2 * time.Minute, Transport: tr}}
+	return &apiClient{base: base, token: token, http: &http.Client{Timeout: requestTimeout, Transport: tr}}
 }
 
 // apiError is an answer other than 2xx.

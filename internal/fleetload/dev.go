@@ -70,17 +70,20 @@ func (p *proc) running() bool {
 	}
 }
 
-// stop sends sig to the process group, then SIGKILL after grace.
-func (p *proc) stop(sig syscall.Signal, grace time.Duration) {
+// stop sends sig to the process group, then SIGKILL after grace; false
+// when it took the SIGKILL.
+func (p *proc) stop(sig syscall.Signal, grace time.Duration) bool {
 	if !p.running() {
-		return
+		return true
 	}
 	_ = syscall.Kill(-p.pid(), sig)
 	select {
 	case <-p.exited:
+		return true
 	case <-time.After(grace):
 		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
 		<-p.exited
+		return false
 	}
 }
 

@@ -38,6 +38,10 @@ type Options struct {
 	// goroutines submitting (default 32).
 	Rate    float64
 	Workers int
+	// MaxOpen, when > 0, holds submissions while that many accepted jobs
+	// have not ended: a closed loop at what the control plane sustains
+	// (the correctness test), where Rate alone is an open loop (the load).
+	MaxOpen int
 	// Each job sleeps a duration drawn from [MinDuration, MaxDuration].
 	MinDuration, MaxDuration time.Duration
 	// Churn is how many times a minute one agent process is killed
@@ -73,8 +77,11 @@ type Options struct {
 	// heartbeats' cost at rest, alone in the history's first minutes.
 	Idle time.Duration
 	// Poll is how often the status and the other routes are sampled
-	// (default 2 s).
-	Poll time.Duration
+	// (default 2 s). StatusOnly leaves the other routes (usage, runs,
+	// queue, a job) alone: each is a query of the cluster workflow, a
+	// cost the correctness test need not add.
+	Poll       time.Duration
+	StatusOnly bool
 	// JoinTimeout bounds the wait for every node to be up (default 2 min
 	// plus 100 ms a node); DrainTimeout the wait for every job to end
 	// after the last submission (default MaxDuration + 10 min).
@@ -233,8 +240,13 @@ func (r *run) load(ctx context.Context) {
 	defer stop()
 	tr := newTracker(r.tc, orDefaultStr(r.dev.ep.Namespace, "default"), r.o.CheckRate)
 	sub := newSubmitter(r.api, r.o.Rate, r.o.Workers, tr.add)
+	sub.maxOpen, sub.open = r.o.MaxOpen, tr.remaining
 	smp := newSampler(r.api, r.o.Cluster, sub.jobIDs)
-	bg := background(lctx, func(c context.Context) { r.watch.run(c, r.o.Poll) }, func(c context.Context) { smp.run(c, r.o.Poll) }, tr.run)
+	watch := []func(context.Context){func(c context.Context) { r.watch.run(c, r.o.Poll) }, tr.run}
+	if !r.o.StatusOnly {
+		watch = append(watch, func(c context.Context) { smp.run(c, r.o.Poll) })
+	}
+	bg := background(lctx, watch...)
 	churnDone := background(lctx, r.churn)
 	if r.o.Idle > 0 {
 		r.o.Logf("fleetload: idling %v", r.o.Idle)
@@ -242,10 +254,18 @@ func (r *run) load(ctx context.Context) {
 	}
 	sub.run(lctx, r.jobs())
 	r.res.Submit = sub.summary(r.o.Jobs)
+	if r.res.Submit.Stopped {
+		r.problem("submissions stopped after %d POSTs in a row went unanswered (%v): the control plane stopped answering", sub.breaker, r.res.Submit.Errors)
+	}
 	r.o.Logf("fleetload: %d/%d jobs accepted (%d answers 429); waiting for them to end", r.res.Submit.Accepted, r.o.Jobs, r.res.Submit.Status429)
 	if !tr.waitAll(lctx, r.o.DrainTimeout, r.o.Logf) {
-		r.problem("%d of %d jobs still open %v after the last submission", tr.remaining(), r.res.Submit.Accepted, r.o.DrainTimeout)
+		when := fmt.Sprintf("%v after the last submission", r.o.DrainTimeout)
+		if ctx.Err() != nil {
+			when = "when the run was cut short (" + ctx.Err().Error() + ")"
+		}
+		r.problem("%d of %d jobs still open %s", tr.remaining(), r.res.Submit.Accepted, when)
 	}
+	r.o.Logf("fleetload: %d jobs ended; measuring", r.res.Submit.Accepted-tr.remaining())
 	stop()
 	bg()
 	churnDone()
@@ -255,7 +275,12 @@ func (r *run) load(ctx context.Context) {
 	for route, s := range smp.routes {
 		r.res.API[route] = s.summary()
 	}
-	r.finish(ctx)
+	// The end is measured even when ctx ran out: a run that timed out
+	// still reports what it saw (reading a thousand nodes' history of
+	// heartbeat signals takes minutes).
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancel()
+	r.finish(fctx)
 }
 
 // background runs each fn in a goroutine; the returned func waits for
@@ -350,6 +375,7 @@ func (r *run) finish(ctx context.Context) {
 		r.problem("the cluster still holds work after every job ended: %d allocations, %d jobs, %d queued, %.1f CPUs, %d GPUs", end.Allocations, end.Jobs, end.Queue, end.CPUsUsed, end.GPUsUsed)
 	}
 	tEnd := time.Now()
+	r.o.Logf("fleetload: reading the cluster workflow's history")
 	h := r.watch.health()
 	h.Churns = r.res.Health.Churns
 	r.res.Health = h
@@ -423,14 +449,19 @@ func (r *run) measureControlPlane(tEnd time.Time) {
 
 // cleanup stops the agents, then dev, and removes a temporary dir.
 func (r *run) cleanup() {
+	t0 := time.Now()
+	defer func() { r.o.Logf("fleetload: stopped in %.1fs", time.Since(t0).Seconds()) }()
+	// Slow exits are logged, not problems: the load is over.
 	if r.fleet != nil {
-		r.fleet.stopAll(syscall.SIGTERM)
+		if killed := r.fleet.stopAll(syscall.SIGTERM); len(killed) > 0 {
+			r.o.Logf("fleetload: %v still ran %v after SIGTERM: killed", killed, stopGrace)
+		}
 	}
 	if r.tc != nil {
 		r.tc.Close()
 	}
-	if r.dev != nil {
-		r.dev.stop(syscall.SIGTERM, 20*time.Second)
+	if r.dev != nil && !r.dev.stop(syscall.SIGTERM, stopGrace) {
+		r.o.Logf("fleetload: trainyard dev still ran %v after SIGTERM: killed", stopGrace)
 	}
 	if r.o.Dir == "" && r.dir != "" {
 		os.RemoveAll(r.dir)

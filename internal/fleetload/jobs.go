@@ -96,7 +96,8 @@ func (t *tracker) next(now time.Time) *jobRecord {
 }
 
 // check describes one job; a closed one's history is read, a running one
-// is checked again later (2 s, doubling to 30 s).
+// is checked again later (2 s, doubling to 8 s: waitAll's visibility count
+// catches the last ones sooner).
 func (t *tracker) check(ctx context.Context, r *jobRecord) {
 	t.mu.Lock()
 	r.checks++
@@ -112,7 +113,7 @@ func (t *tracker) check(ctx context.Context, r *jobRecord) {
 	if ctx.Err() != nil {
 		return
 	}
-	wait := min(time.Duration(1<<min(checks, 5))*time.Second, 30*time.Second)
+	wait := time.Duration(1<<min(checks, 3)) * time.Second
 	t.mu.Lock()
 	heap.Push(&t.due, dueJob{at: time.Now().Add(wait), rec: r})
 	t.mu.Unlock()
@@ -157,23 +158,25 @@ func (t *tracker) remaining() int {
 }
 
 // waitAll waits until every accepted job has closed (true), or timeout
-// passes. Every 5 s it asks visibility how many jobs still run: at 0 the
-// rest are checked at once instead of at their backoff.
+// passes. Every few seconds it asks visibility how many jobs still run:
+// at 0 the rest are checked at once instead of at their backoff.
 func (t *tracker) waitAll(ctx context.Context, timeout time.Duration, logf func(string, ...any)) bool {
 	deadline := time.Now().Add(timeout)
 	lastLog := time.Now()
-	for t.remaining() > 0 {
+	for i := 0; t.remaining() > 0; i++ {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return false
 		}
-		if n, err := t.runningJobs(ctx); err == nil && n == 0 {
-			t.recheckAll()
+		if i%3 == 0 {
+			if n, err := t.runningJobs(ctx); err == nil && n == 0 {
+				t.recheckAll()
+			}
 		}
 		if time.Since(lastLog) > 30*time.Second {
 			logf("fleetload: %d jobs still open", t.remaining())
 			lastLog = time.Now()
 		}
-		sleep(ctx, 5*time.Second)
+		sleep(ctx, time.Second)
 	}
 	return true
 }

@@ -55,6 +55,8 @@ type Submit struct {
 	Errors         map[string]int `json:"errors,omitempty"`
 	FirstErrors    []string       `json:"first_errors,omitempty"`
 	Latency        Latency        `json:"latency"`
+	// Stopped: the load gave up, the control plane failing every POST.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // Placement sums the accepted jobs' histories.

@@ -26,8 +26,18 @@ type submitter struct {
 	rate     float64
 	workers  int
 	attempts int // per job, counting 429 and 503 answers retried
+	// breaker stops the load after this many POSTs in a row without an
+	// answer (timeouts, refused connections): a control plane that
+	// stopped answering would hold each worker a minute a job. A 429 is
+	// an answer, and retried.
+	breaker int
 	// onAccept is told of each accepted job (the tracker follows it).
 	onAccept func(submitted)
+	// maxOpen, when > 0, holds submissions while that many accepted jobs
+	// have not ended (open counts them): a closed loop, which keeps a
+	// slow control plane out of the backlog an open-loop rate builds.
+	maxOpen int
+	open    func() int
 
 	mu       sync.Mutex
 	accepted []submitted
@@ -39,14 +49,21 @@ type submitter struct {
 	first    time.Time
 	last     time.Time
 	lat      samples
+	inARow   int
+	broke    bool
+	stop     context.CancelFunc
 }
 
 func newSubmitter(api *apiClient, rate float64, workers int, onAccept func(submitted)) *submitter {
-	return &submitter{api: api, rate: rate, workers: max(1, workers), attempts: 5, onAccept: onAccept, errs: map[string]int{}, noted: map[int]bool{}}
+	workers = max(1, workers)
+	return &submitter{api: api, rate: rate, workers: workers, attempts: 5, breaker: max(20, 2*workers), onAccept: onAccept, errs: map[string]int{}, noted: map[int]bool{}}
 }
 
-// run submits jobs and returns when all were answered or ctx ended.
+// run submits jobs and returns when all were answered, ctx ended or the
+// breaker tripped.
 func (s *submitter) run(ctx context.Context, jobs []jobSpec) {
+	ctx, s.stop = context.WithCancel(ctx)
+	defer s.stop()
 	next := make(chan jobSpec)
 	go s.pace(ctx, jobs, next)
 	var wg sync.WaitGroup
@@ -72,6 +89,9 @@ func (s *submitter) pace(ctx context.Context, jobs []jobSpec, next chan<- jobSpe
 			return
 		case <-t.C:
 		}
+		for s.maxOpen > 0 && s.open() >= s.maxOpen && ctx.Err() == nil {
+			sleep(ctx, 50*time.Millisecond)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -81,7 +101,9 @@ func (s *submitter) pace(ctx context.Context, jobs []jobSpec, next chan<- jobSpe
 }
 
 // submit posts one job, retrying a busy control plane's 429s and 503s
-// after their Retry-After (at most 5 s: the load keeps its pace).
+// after their Retry-After (at most 5 s: the load keeps its pace). A
+// timeout or a dropped connection is not retried: the job may have been
+// started.
 func (s *submitter) submit(ctx context.Context, j jobSpec) {
 	for attempt := 1; ; attempt++ {
 		var ref workflowRef
@@ -109,6 +131,7 @@ func (s *submitter) submit(ctx context.Context, j jobSpec) {
 
 func (s *submitter) accept(sub submitted) {
 	s.mu.Lock()
+	s.inARow = 0
 	s.accepted = append(s.accepted, sub)
 	s.ids = append(s.ids, sub.ID)
 	if s.first.IsZero() {
@@ -124,6 +147,14 @@ func (s *submitter) accept(sub submitted) {
 // failed counts one failed POST by its status (429 on its own); ae is
 // nil for a transport error.
 func (s *submitter) failed(ae *apiError) {
+	s.mu.Lock()
+	if ae != nil {
+		s.inARow = 0
+	} else if s.inARow++; s.inARow >= s.breaker && !s.broke {
+		s.broke = true
+		s.stop()
+	}
+	s.mu.Unlock()
 	switch {
 	case ae != nil && ae.Status == http.StatusTooManyRequests:
 		s.mu.Lock()
@@ -165,7 +196,7 @@ func (s *submitter) jobIDs() []string {
 func (s *submitter) summary(requested int) Submit {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := Submit{Requested: requested, Accepted: len(s.accepted), Status429: s.too, Errors: map[string]int{}, Latency: s.lat.summary(), FirstErrors: s.firstErr}
+	out := Submit{Requested: requested, Accepted: len(s.accepted), Status429: s.too, Errors: map[string]int{}, Latency: s.lat.summary(), FirstErrors: s.firstErr, Stopped: s.broke}
 	maps.Copy(out.Errors, s.errs)
 	if span := s.last.Sub(s.first).Seconds(); span > 0 {
 		out.AcceptedPerSec = round1(float64(len(s.accepted)-1) / span)

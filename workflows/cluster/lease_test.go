@@ -70,3 +70,26 @@ func TestLeaseEnds(t *testing.T) {
 		t.Fatal("an unknown error has no reason")
 	}
 }
+
+// TestRevokedTokenEndsTheLease: a node whose agent joined with a token
+// that is then revoked loses its lease, and its beats (refused) decide its
+// health: Dead once the last accepted one is heartbeat_timeout old. With
+// the lease kept, a revoked agent stayed Healthy for as long as it ran.
+func TestRevokedTokenEndsTheLease(t *testing.T) {
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	c := &controller{st: &State{Settings: Settings{}.withDefaults(), Order: []string{"n1", "n2"},
+		JoinKeys: []JoinKey{{ID: "k1", Public: "p1"}},
+		Nodes: map[string]*nodeState{
+			"n1": {Health: Idle, AgentID: "a1", KeyID: "k1", LastBeat: now},
+			"n2": {Health: Idle, AgentID: "a2", LastBeat: now},
+		}}}
+	c.leases = &leases{on: true, running: map[string]lease{}, failed: map[string]int{}}
+	c.changeJoinKeys(now, JoinKeysRequest{Revoke: "k1"})
+	if !c.st.Nodes["n1"].NoLease || c.st.Nodes["n2"].NoLease || len(c.leases.want) != 1 || c.leases.want[0] != "n1" {
+		t.Fatalf("after the revocation: n1 no lease %v, n2 no lease %v, leases to look at %v; want n1's to go", c.st.Nodes["n1"].NoLease, c.st.Nodes["n2"].NoLease, c.leases.want)
+	}
+	c.checkHealth(now.Add(c.st.Settings.HeartbeatTimeout + time.Second))
+	if h1, h2 := c.st.Nodes["n1"].Health, c.st.Nodes["n2"].Health; h1 != Dead || h2 != Idle {
+		t.Fatalf("health after the timeout: n1 %s, n2 %s; want Dead, Idle (n2 holds its lease)", h1, h2)
+	}
+}

@@ -673,8 +673,13 @@ func (c *controller) changeJoinKeys(now time.Time, req JoinKeysRequest) []JoinKe
 		c.st.JoinKeys = slices.Delete(c.st.JoinKeys, i, i+1)
 		var nodes []string
 		for _, name := range c.st.Order {
-			if c.st.Nodes[name].KeyID == k.ID {
+			if n := c.st.Nodes[name]; n.KeyID == k.ID {
 				nodes = append(nodes, name)
+				// Its lease goes: its beats, refused from now on,
+				// decide its health (Dead once its last accepted beat
+				// is heartbeat_timeout old).
+				n.NoLease = true
+				c.touchLease(name)
 			}
 		}
 		c.event(now, "join token %s%s revoked; its agents are refused from now on (nodes %v)", k.ID, nameSuffix(k.Name), nodes)
