@@ -65,8 +65,8 @@ func TestFleetHollowNodes(t *testing.T) {
 		t.Errorf("%d of %d jobs accepted (429: %d, errors %v %q)", s.Accepted, jobs, s.Status429, s.Errors, s.FirstErrors)
 	}
 	if p := res.Placement; p.PlacedOnce != jobs || p.Ended != jobs || p.Lost != 0 || p.WrongOutcome != 0 {
-		t.Errorf("jobs: %d placed once, %d more than once, %d never; %d ended, %d lost %v, %d ended otherwise than their command; outcomes %v",
-			p.PlacedOnce, p.MultiPlaced, p.NeverPlaced, p.Ended, p.Lost, p.LostJobs, p.WrongOutcome, p.Outcomes)
+		t.Errorf("jobs: %d placed once, %d more than once %v, %d never; %d ended, %d lost %v, %d ended otherwise than their command; outcomes %v",
+			p.PlacedOnce, p.MultiPlaced, p.MultiPlacedJobs, p.NeverPlaced, p.Ended, p.Lost, p.LostJobs, p.WrongOutcome, p.Outcomes)
 	}
 	if h := res.Health; h.Flaps != 0 || h.Deaths != 0 {
 		t.Errorf("health flapped: %d flaps (%v), %d deaths", h.Flaps, h.FlapNodes, h.Deaths)

@@ -387,7 +387,7 @@ func (r *run) finish(ctx context.Context) {
 	r.res.Workflow = w
 	p := r.res.Placement
 	if p.Lost > 0 || p.NeverPlaced > 0 || p.MultiPlaced > 0 || p.WrongOutcome > 0 {
-		r.problem("jobs: %d lost, %d never placed, %d placed more than once, %d ended otherwise than their command", p.Lost, p.NeverPlaced, p.MultiPlaced, p.WrongOutcome)
+		r.problem("jobs: %d lost, %d never placed, %d placed more than once %v, %d ended otherwise than their command", p.Lost, p.NeverPlaced, p.MultiPlaced, p.MultiPlacedJobs, p.WrongOutcome)
 	}
 }
 

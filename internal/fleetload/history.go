@@ -15,7 +15,11 @@ import (
 
 // jobHistory is what one job's history says about its placements and end.
 type jobHistory struct {
-	scheduled  map[int64]string // activity type by scheduled event id
+	scheduled map[int64]string // activity type by scheduled event id
+	queues    map[int64]string // and its task queue (a node's, for RunProcess)
+	// lostRun is why a placed process did not finish (a timeout, a lost
+	// worker): what made the job be placed again.
+	lostRun    string
 	started    time.Time
 	allocated  time.Time // first completed Allocate
 	firstRun   time.Time // first RunProcess scheduled
@@ -28,15 +32,16 @@ type jobHistory struct {
 
 func (h *jobHistory) add(e *historypb.HistoryEvent) {
 	if h.scheduled == nil {
-		h.scheduled, h.status = map[int64]string{}, "running"
+		h.scheduled, h.queues, h.status = map[int64]string{}, map[int64]string{}, "running"
 	}
 	at := e.GetEventTime().AsTime()
 	switch e.GetEventType() {
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
 		h.started = at
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-		name := e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
-		h.scheduled[e.GetEventId()] = name
+		a := e.GetActivityTaskScheduledEventAttributes()
+		name := a.GetActivityType().GetName()
+		h.scheduled[e.GetEventId()], h.queues[e.GetEventId()] = name, a.GetTaskQueue().GetName()
 		if name == runActivity && h.firstRun.IsZero() {
 			h.firstRun = at
 		}
@@ -46,6 +51,14 @@ func (h *jobHistory) add(e *historypb.HistoryEvent) {
 			if h.allocated.IsZero() {
 				h.allocated = at
 			}
+		}
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+		a := e.GetActivityTaskTimedOutEventAttributes()
+		h.runLost(a.GetScheduledEventId(), "timed out: "+failureChain(a.GetFailure()))
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+		a := e.GetActivityTaskFailedEventAttributes()
+		if msg := failureChain(a.GetFailure()); !strings.Contains(msg, "exited with code") {
+			h.runLost(a.GetScheduledEventId(), "failed: "+msg)
 		}
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
 		h.close(at, "completed", "")
@@ -59,6 +72,14 @@ func (h *jobHistory) add(e *historypb.HistoryEvent) {
 		h.close(at, "canceled", "")
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
 		h.close(at, "continued as new", "")
+	}
+}
+
+// runLost notes the first RunProcess that ended without its process's
+// exit.
+func (h *jobHistory) runLost(scheduled int64, why string) {
+	if h.scheduled[scheduled] == runActivity && h.lostRun == "" {
+		h.lostRun = "RunProcess on " + h.queues[scheduled] + " " + why
 	}
 }
 

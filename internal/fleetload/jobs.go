@@ -29,7 +29,8 @@ type jobRecord struct {
 	placed     time.Time // its first placement; zero if never placed
 	ended      time.Time
 	placements int
-	checks     int // describes so far (the backoff)
+	lostRun    string // why a placed process did not finish, if one did not
+	checks     int    // describes so far (the backoff)
 }
 
 // tracker follows accepted jobs until they close: each is checked once
@@ -133,7 +134,7 @@ func (t *tracker) read(ctx context.Context, r *jobRecord) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r.closed, r.status, r.failure = h.closed, h.status, h.failure
-	r.started, r.ended = h.started, h.ended
+	r.started, r.ended, r.lostRun = h.started, h.ended, h.lostRun
 	r.placed, r.placements = h.placement()
 	if r.closed {
 		t.open--

@@ -1,6 +1,7 @@
 package fleetload
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -61,14 +62,17 @@ type Submit struct {
 
 // Placement sums the accepted jobs' histories.
 type Placement struct {
-	Placed      int            `json:"placed"`
-	PlacedOnce  int            `json:"placed_once"`
-	MultiPlaced int            `json:"placed_more_than_once"`
-	NeverPlaced int            `json:"never_placed"`
-	Ended       int            `json:"ended"`
-	Lost        int            `json:"lost"`
-	LostJobs    []string       `json:"lost_jobs,omitempty"`
-	Outcomes    map[string]int `json:"outcomes"`
+	Placed      int `json:"placed"`
+	PlacedOnce  int `json:"placed_once"`
+	MultiPlaced int `json:"placed_more_than_once"`
+	// MultiPlacedJobs are some of them, each with why its process was
+	// lost (the RunProcess activity's timeout or failure).
+	MultiPlacedJobs []string       `json:"placed_more_than_once_jobs,omitempty"`
+	NeverPlaced     int            `json:"never_placed"`
+	Ended           int            `json:"ended"`
+	Lost            int            `json:"lost"`
+	LostJobs        []string       `json:"lost_jobs,omitempty"`
+	Outcomes        map[string]int `json:"outcomes"`
 	// WrongOutcome: completed though its command exits non-zero, or
 	// failed though it exits 0.
 	WrongOutcome int `json:"wrong_outcome"`
@@ -147,6 +151,9 @@ func summarizePlacements(recs []jobRecord) Placement {
 			p.PlacedOnce++
 		case r.placements > 1:
 			p.MultiPlaced++
+			if len(p.MultiPlacedJobs) < 20 {
+				p.MultiPlacedJobs = append(p.MultiPlacedJobs, fmt.Sprintf("%s (%d placements; %s)", r.sub.ID, r.placements, r.lostRun))
+			}
 		case r.closed:
 			p.NeverPlaced++
 		}

@@ -34,7 +34,8 @@ func (a *AgentActivities) UndrainNode(context.Context) error {
 }
 
 // HoldLease holds the node's lease for this agent process: it heartbeats
-// until the term ends (the workflow renews it) or the workflow lets it go;
+// until the term ends (the workflow renews it), the workflow lets it go or
+// the agent stops;
 // its heartbeats stopping is how the cluster learns the node is gone.
 func (a *AgentActivities) HoldLease(ctx context.Context, req LeaseRequest) error {
 	if req.AgentID != a.AgentID {
@@ -53,6 +54,11 @@ func (a *AgentActivities) HoldLease(ctx context.Context, req LeaseRequest) error
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-activity.GetWorkerStopChannel(ctx):
+			// The agent stops: its worker's stop would otherwise wait its
+			// whole timeout for this activity. The renewed lease finds no
+			// agent, and the node is Dead after heartbeat_timeout.
+			return nil
 		case <-term.C:
 			return nil
 		case <-t.C:
