@@ -74,6 +74,7 @@ func (a *AgentActivities) HoldLease(ctx context.Context, req LeaseRequest) error
 type LeaseHolder struct {
 	mu    sync.Mutex
 	held  int
+	ever  bool      // one was held: the cluster hands them out
 	since time.Time // when the last lease ended (or the holder was made)
 }
 
@@ -85,6 +86,7 @@ func (l *LeaseHolder) hold(on bool) {
 	defer l.mu.Unlock()
 	if on {
 		l.held++
+		l.ever = true
 		return
 	}
 	l.held--
@@ -98,6 +100,13 @@ func (l *LeaseHolder) Lacking(d time.Duration) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.held == 0 && time.Since(l.since) > d
+}
+
+// Ever says whether a lease was ever held.
+func (l *LeaseHolder) Ever() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ever
 }
 
 // Reset restarts the wait for a lease (after the agent told the cluster).
