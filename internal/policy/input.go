@@ -2,6 +2,7 @@ package policy
 
 import (
 	"github.com/trainyard/trainyard/internal/inference"
+	"github.com/trainyard/trainyard/internal/ledger"
 	"github.com/trainyard/trainyard/internal/policy/params"
 	"github.com/trainyard/trainyard/internal/scheduler"
 	"github.com/trainyard/trainyard/internal/workspec"
@@ -178,3 +179,32 @@ func PlacementInput(as []scheduler.Assignment) []Placed {
 
 // tierOf classifies a scheduler node with the policy params.
 func tierOf(p params.Params, n scheduler.Node) int { return p.TierOf(n.Capacity.TotalVRAMMB()) }
+
+// Take counts a placement just admitted, so that the next work decided on
+// the same snapshot sees it: its nodes' used CPUs and memory, and a
+// training it starts for its config (one scheduling cycle decides a batch
+// on one snapshot).
+func (in *Input) Take(w Work, placed []Placed) {
+	if len(placed) == 0 {
+		return
+	}
+	at := make(map[string]int, len(in.Cluster.Nodes))
+	for i, n := range in.Cluster.Nodes {
+		at[n.Name] = i
+	}
+	for _, p := range placed {
+		i, ok := at[p.Node]
+		if !ok {
+			continue
+		}
+		n := max(p.Count, 1)
+		in.Cluster.Nodes[i].Used.CPUs += p.CPUs * float64(n)
+		in.Cluster.Nodes[i].Used.MemoryMB += p.MemoryMB * int64(n)
+	}
+	if ledger.OneTrainingKind(w.Kind) {
+		if in.Usage.RunningTrainingByConfig == nil {
+			in.Usage.RunningTrainingByConfig = map[string]int{}
+		}
+		in.Usage.RunningTrainingByConfig[w.Config]++
+	}
+}

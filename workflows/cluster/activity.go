@@ -129,6 +129,43 @@ func (a *Activities) AdmitPlacement(ctx context.Context, in policy.Input) (Verdi
 	return v, nil
 }
 
+// Batch is one scheduling cycle's question to the bundle: the fleet and
+// its usage once, and each work with the placement the cycle's scheduler
+// proposes for it (none when it proposes none), in the cycle's order.
+type Batch struct {
+	Cluster policy.Cluster `json:"cluster"`
+	Usage   policy.Usage   `json:"usage"`
+	Items   []BatchItem    `json:"items"`
+}
+
+// BatchItem is one work of a Batch.
+type BatchItem struct {
+	Work      policy.Work     `json:"work"`
+	Placement []policy.Placed `json:"placement,omitempty"`
+}
+
+// AdmitBatch decides a cycle's works one after another, as AdmitPlacement
+// decides one, each on the snapshot with the placements admitted before it
+// taken (policy.Input.Take): two trainings of one config, or two works that
+// each fit a quota alone, cannot both pass in one batch. It is a local
+// activity of the cluster workflow: the snapshot never enters a history.
+func (a *Activities) AdmitBatch(ctx context.Context, b Batch) ([]Verdict, error) {
+	out := make([]Verdict, len(b.Items))
+	in := policy.Input{Cluster: b.Cluster, Usage: b.Usage}
+	for i, it := range b.Items {
+		in.Work, in.Placement = it.Work, it.Placement
+		v, err := a.AdmitPlacement(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+		if v.Wait == "" && v.Deny == "" {
+			in.Take(it.Work, it.Placement)
+		}
+	}
+	return out, nil
+}
+
 // StopAgent stops node's agent (a stopped one is fine).
 func (a *Activities) StopAgent(ctx context.Context, in StopAgentInput) error {
 	if err := a.Provisioners.Stop(ctx, in.Node, in.Handle); err != nil {

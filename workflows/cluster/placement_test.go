@@ -17,9 +17,13 @@ import (
 	"github.com/trainyard/trainyard/policies"
 )
 
-// allocateWork allocates one piece of work on st and returns its node.
-func allocateWork(ctx workflow.Context, st State, ws workspec.Spec) (string, error) {
+// allocateWork allocates one piece of work on st and returns its node,
+// through the scheduling cycle or not.
+func allocateWork(ctx workflow.Context, st State, ws workspec.Spec, cycle bool) (string, error) {
 	c := newController(ctx, &st)
+	if c.cycle.on = cycle; cycle {
+		c.startCycle(ctx)
+	}
 	a, err := c.allocateUpdate(ctx, AllocateRequest{JobID: ws.Name, Work: &ws})
 	return a.Node, err
 }
@@ -49,6 +53,12 @@ func TestPlacementRulesDecideLive(t *testing.T) {
 		}
 		return e
 	}
+	for _, cycle := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one update at a time", true: "scheduling cycle"}[cycle], func(t *testing.T) { placementRulesDecide(t, engine, cycle) })
+	}
+}
+
+func placementRulesDecide(t *testing.T, engine func(string) *policy.Engine, cycle bool) {
 	place := func(e *policy.Engine) (string, error) {
 		var s testsuite.WorkflowTestSuite
 		env := s.NewTestWorkflowEnvironment()
@@ -61,7 +71,7 @@ func TestPlacementRulesDecideLive(t *testing.T) {
 		st := State{Name: "lab", Desired: "up", Settings: Settings{JoinSecret: "s"}.withDefaults(), Order: []string{"n1", "n2"},
 			Nodes: map[string]*nodeState{"n1": node(), "n2": node()}}
 		env.SetStartTime(time.Unix(1_800_000_000, 0))
-		env.ExecuteWorkflow(allocateWork, st, jobSpec("run", 2, 0, 1000))
+		env.ExecuteWorkflow(allocateWork, st, jobSpec("run", 2, 0, 1000), cycle)
 		var got string
 		if err := env.GetWorkflowError(); err != nil {
 			return "", err

@@ -379,6 +379,8 @@ type Status struct {
 	JoinKeys []JoinKeyStatus `json:"join_keys,omitempty" doc:"Join tokens added by cluster join-token (revocable), with the nodes using each."`
 	// Now is the workflow's time of the answer (usage sums end there).
 	Now time.Time `json:"now"`
+	// Cycle is the scheduling cycle's counts (nil before it).
+	Cycle *CycleStats `json:"cycle,omitempty" doc:"The scheduling cycle: cycles, asks decided and placed this run, the latest batch, asks waiting."`
 }
 
 // QueueItem is one waiting work in the cluster's queue.

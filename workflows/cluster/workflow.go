@@ -49,6 +49,11 @@ func Workflow(ctx workflow.Context, st State) error {
 	for _, name := range st.Order {
 		c.touchLease(name) // a run continued as new holds none yet
 	}
+	// Versioned: older histories decided each allocate update on its own
+	// (admitAndAllocate).
+	if c.cycle.on = workflow.GetVersion(ctx, "scheduling-cycle", workflow.DefaultVersion, 1) == 1; c.cycle.on {
+		c.startCycle(ctx)
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return c.status(workflow.Now(ctx)), nil }); err != nil {
 		return err
 	}
@@ -63,6 +68,9 @@ func Workflow(ctx workflow.Context, st State) error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAllocate, c.allocateUpdate, workflow.UpdateHandlerOptions{
 		Validator: func(req AllocateRequest) error {
+			if c.cycle.closing {
+				return temporal.NewApplicationError("cluster "+st.Name+" is continuing as new; ask again", ErrRetry)
+			}
 			if req.JobID == "" || req.CPUs < 0 || req.GPUs < 0 || req.MemoryMB < 0 {
 				return errors.New("allocate: job_id required, resources must be >= 0")
 			}
@@ -162,7 +170,13 @@ func Workflow(ctx workflow.Context, st State) error {
 			c.event(workflow.Now(ctx), "cluster is down; workflow completes")
 			return nil
 		}
-		if !running && workflow.GetInfo(ctx).GetCurrentHistoryLength() > c.historyLimit() {
+		if !running && (workflow.GetInfo(ctx).GetCurrentHistoryLength() > c.historyLimit() || c.cycle.updates >= maxRunUpdates) {
+			if c.cycle.on {
+				// The asks taken are answered in this run; new ones are
+				// refused and asked again of the next.
+				c.cycle.closing = true
+				_ = workflow.Await(ctx, func() bool { return c.cycle.idle() && workflow.AllHandlersFinished(ctx) })
+			}
 			drain(ctx, commands, c)
 			// By name: the SDK resolves a function to its short name,
 			// "Workflow", which every workflow package shares, so passing
@@ -215,11 +229,13 @@ type controller struct {
 	admitting workflow.Mutex
 	// leases are the nodes' lease activities (lease.go).
 	leases *leases
+	// cycle is the scheduling cycle (cycle.go).
+	cycle *cycle
 }
 
 func newController(ctx workflow.Context, st *State) *controller {
 	return &controller{st: st, params: params.Default(), beats: workflow.GetSignalChannel(ctx, SignalHeartbeat), releases: workflow.GetSignalChannel(ctx, SignalRelease),
-		admitting: workflow.NewMutex(ctx), leases: newLeases(ctx, false)}
+		admitting: workflow.NewMutex(ctx), leases: newLeases(ctx, false), cycle: &cycle{}}
 }
 
 // takeBuffered applies every heartbeat and release already received.
@@ -251,6 +267,9 @@ func (c *controller) allocateUpdate(ctx workflow.Context, req AllocateRequest) (
 	// Versioned: older histories allocated without taking them.
 	if workflow.GetVersion(ctx, "allocate-takes-buffered-signals", workflow.DefaultVersion, 1) == 1 {
 		c.takeBuffered(ctx)
+	}
+	if c.cycle != nil && c.cycle.on {
+		return c.askCycle(ctx, req)
 	}
 	// Versioned: older histories took the admission decision from the
 	// request (decided by the allocate activity on a status query, which
@@ -1183,6 +1202,11 @@ func usage(n *nodeState) Usage {
 func (c *controller) status(now time.Time) Status {
 	s := Status{Cluster: c.st.Name, Now: now, Ledger: slices.Clone(c.st.Ledger.Records), Queue: c.queue(now), Desired: c.st.Desired, Busy: len(c.st.Pending) > 0, Events: slices.Clone(c.st.Events), Endpoints: slices.Clone(c.st.Endpoints), Refused: slices.Clone(c.st.Refused)}
 	s.Totals.ByHealth = map[Health]int{}
+	if c.cycle != nil && c.cycle.on {
+		cs := c.cycle.stats
+		cs.Waiting = len(c.cycle.asks)
+		s.Cycle = &cs
+	}
 	for _, k := range c.st.JoinKeys {
 		ks := JoinKeyStatus{JoinKey: k}
 		for _, name := range c.st.Order {

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -55,6 +57,20 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (alloc clus
 	in.Request.Owner = activity.GetInfo(ctx).WorkflowExecution.ID
 	// Admission (a work's usage rules on the live ledger) is the cluster
 	// workflow's: it decides and commits in one step (cluster.Activities.Admit).
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		alloc, err = a.update(ctx, in)
+		if !askAgain(err) {
+			return alloc, err
+		}
+		select {
+		case <-ctx.Done():
+			return alloc, err
+		case <-time.After(wait + time.Duration(rand.Int64N(int64(wait)))):
+		}
+	}
+}
+
+func (a *Activities) update(ctx context.Context, in AllocateInput) (alloc cluster.Allocation, err error) {
 	h, err := a.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   cluster.WorkflowID(in.Cluster),
 		UpdateName:   cluster.UpdateAllocate,
@@ -66,6 +82,16 @@ func (a *Activities) Allocate(ctx context.Context, in AllocateInput) (alloc clus
 	}
 	err = h.Get(ctx, &alloc)
 	return alloc, err
+}
+
+// askAgain says whether an allocate update was turned away before the
+// cluster decided it: its run is continuing as new (cluster.ErrRetry), or
+// Temporal holds as many of its updates in flight as it allows
+// (history.maxInFlightUpdates). Asked again at once, it is decided.
+func askAgain(err error) bool {
+	var app *temporal.ApplicationError
+	var busy *serviceerror.ResourceExhausted
+	return errors.As(err, &app) && app.Type() == cluster.ErrRetry || errors.As(err, &busy)
 }
 
 // AgentActivities run on a node's agent.

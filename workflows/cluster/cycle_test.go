@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/trainyard/trainyard/internal/policy"
+	"github.com/trainyard/trainyard/internal/resources"
+	"github.com/trainyard/trainyard/internal/workspec"
+	"github.com/trainyard/trainyard/policies"
+)
+
+// allocateBatch asks for every work at once through the scheduling cycle
+// and returns, per work, its node or its error's type and message.
+func allocateBatch(ctx workflow.Context, st State, works []workspec.Spec) ([]string, error) {
+	c := newController(ctx, &st)
+	c.cycle.on = true
+	c.startCycle(ctx)
+	out := make([]string, len(works))
+	left := len(works)
+	for i := range works {
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			a, err := c.allocateUpdate(ctx, AllocateRequest{JobID: works[i].Name, Work: &works[i]})
+			var app *temporal.ApplicationError
+			switch {
+			case errors.As(err, &app):
+				out[i] = app.Type() + ": " + app.Message()
+			case err != nil:
+				out[i] = err.Error()
+			default:
+				out[i] = a.Node
+			}
+			left--
+		})
+	}
+	err := workflow.Await(ctx, func() bool { return left == 0 })
+	return out, err
+}
+
+// TestCycleDecidesABatch: asks that arrive together are decided in one
+// cycle, with one evaluation of the real bundle for the whole batch, and
+// each placement counts for the asks after it: both for the scheduler's
+// room (only what fits is placed) and for the bundle's usage rules (two
+// trainings of one config asking together cannot both start; the batch's
+// snapshot alone would let both pass).
+func TestCycleDecidesABatch(t *testing.T) {
+	shipped, err := policy.LoadFS(policies.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := policy.New(context.Background(), shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	training := func(id string) workspec.Spec {
+		s := jobSpec(id, 1, 0, 100)
+		s.Kind, s.Config = workspec.KindTraining, "cartpole"
+		return s
+	}
+	for _, tc := range []struct {
+		name  string
+		works []workspec.Spec
+		want  []string // per work: a node, or a word of its error
+	}{
+		{"only what fits is placed", []workspec.Spec{jobSpec("j1", 3, 0, 100), jobSpec("j2", 3, 0, 100), jobSpec("j3", 3, 0, 100), jobSpec("j4", 3, 0, 100), jobSpec("j5", 3, 0, 100)},
+			[]string{"n", "n", "n", "n", "NoCapacity"}},
+		{"one training per config", []workspec.Spec{training("t1"), training("t2"), jobSpec("j1", 1, 0, 100)},
+			[]string{"n", "one_training_per_config", "n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s testsuite.WorkflowTestSuite
+			env := s.NewTestWorkflowEnvironment()
+			env.RegisterWorkflow(allocateBatch)
+			batches := 0
+			env.RegisterActivity(&Activities{Decide: func(ctx context.Context, in policy.Input) (policy.Decision, error) {
+				return e.Decide(ctx, in)
+			}})
+			env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+				if info.ActivityType.Name == admitBatch {
+					batches++
+				}
+			})
+			capacity := resources.Capacity{CPUs: 8, MemoryMB: 16000}
+			node := func() *nodeState { return &nodeState{Health: Idle, Reported: capacity, LastBeat: env.Now(), AgentID: "a1"} }
+			st := State{Name: "lab", Desired: "up", Settings: Settings{JoinSecret: "s"}.withDefaults(), Order: []string{"n1", "n2"},
+				Nodes: map[string]*nodeState{"n1": node(), "n2": node()}}
+			env.SetStartTime(time.Unix(1_800_000_000, 0))
+			env.ExecuteWorkflow(allocateBatch, st, tc.works)
+			var got []string
+			if err := env.GetWorkflowResult(&got); err != nil {
+				t.Fatal(err)
+			}
+			for i, g := range got {
+				if !strings.Contains(g, tc.want[i]) {
+					t.Errorf("%s: %q, want %q", tc.works[i].Name, g, tc.want[i])
+				}
+			}
+			if batches != 1 {
+				t.Errorf("the bundle was asked %d times, want once for the batch", batches)
+			}
+		})
+	}
+}
