@@ -89,7 +89,9 @@ func TestCycleDecidesABatch(t *testing.T) {
 				}
 			})
 			capacity := resources.Capacity{CPUs: 8, MemoryMB: 16000}
-			node := func() *nodeState { return &nodeState{Health: Idle, Reported: capacity, LastBeat: env.Now(), AgentID: "a1"} }
+			node := func() *nodeState {
+				return &nodeState{Health: Idle, Reported: capacity, LastBeat: env.Now(), AgentID: "a1"}
+			}
 			st := State{Name: "lab", Desired: "up", Settings: Settings{JoinSecret: "s"}.withDefaults(), Order: []string{"n1", "n2"},
 				Nodes: map[string]*nodeState{"n1": node(), "n2": node()}}
 			env.SetStartTime(time.Unix(1_800_000_000, 0))
