@@ -43,10 +43,25 @@ type unit struct {
 }
 
 func (s *Server) submit(ctx context.Context, sub submission) error {
-	st, err := s.clusterStatus(ctx, sub.cluster)
+	st, cached, err := s.clusterSnapshot(ctx, sub.cluster)
 	if err != nil {
 		return err
 	}
+	err = s.check(ctx, sub, st)
+	if err != nil && cached { // a refusal is confirmed on the live status
+		if st, err = s.clusterStatus(ctx, sub.cluster); err != nil {
+			return err
+		}
+		err = s.check(ctx, sub, st)
+	}
+	if err != nil {
+		return err
+	}
+	return sub.start(ctx)
+}
+
+// check runs a submission's live checks and preflights on st.
+func (s *Server) check(ctx context.Context, sub submission, st cluster.Status) error {
 	if sub.live != nil {
 		if err := sub.live(st); err != nil {
 			return err
@@ -57,7 +72,7 @@ func (s *Server) submit(ctx context.Context, sub submission) error {
 			return err
 		}
 	}
-	return sub.start(ctx)
+	return nil
 }
 
 // preflight checks a unit on the cluster's status: admission on its live
@@ -99,10 +114,40 @@ type statusCall struct {
 	err  error
 }
 
-// statusCalls are the queries in flight, by cluster.
+// statusCalls are the queries in flight, by cluster, and the latest
+// answer of each.
 type statusCalls struct {
-	mu    sync.Mutex
-	calls map[string]*statusCall
+	mu     sync.Mutex
+	calls  map[string]*statusCall
+	latest map[string]snapshot
+}
+
+// snapshot is a status and when it was answered.
+type snapshot struct {
+	st cluster.Status
+	at time.Time
+}
+
+// snapshotAge is how old a status preflight may pass work on. Preflight
+// only fails fast: the cluster workflow decides admission and placement
+// again on its own state when it takes the work, and a refusal is checked
+// again on a fresh status, so a second-old view refuses nothing wrongly,
+// and a burst of submissions costs the busy cluster execution one query a
+// second instead of one each (a shared snapshot: read it, never change it).
+const snapshotAge = time.Second
+
+// clusterSnapshot is the cluster's status as of at most snapshotAge ago;
+// cached says it was not queried for this call.
+func (s *Server) clusterSnapshot(ctx context.Context, name string) (st cluster.Status, cached bool, err error) {
+	sc := &s.status
+	sc.mu.Lock()
+	last, ok := sc.latest[name]
+	sc.mu.Unlock()
+	if ok && time.Since(last.at) < snapshotAge {
+		return last.st, true, nil
+	}
+	st, err = s.clusterStatus(ctx, name)
+	return st, false, err
 }
 
 // clusterStatus returns the cluster's status. Concurrent callers share one
@@ -125,6 +170,12 @@ func (s *Server) clusterStatus(ctx context.Context, name string) (cluster.Status
 			c.st, c.err = s.queryClusterStatus(qctx, name)
 			sc.mu.Lock()
 			delete(sc.calls, name)
+			if c.err == nil {
+				if sc.latest == nil {
+					sc.latest = map[string]snapshot{}
+				}
+				sc.latest[name] = snapshot{c.st, time.Now()}
+			}
 			sc.mu.Unlock()
 			close(c.done)
 		}()

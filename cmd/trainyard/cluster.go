@@ -325,6 +325,10 @@ func clusterTable(w *tabwriter.Writer, st cluster.Status) {
 	t := st.Totals
 	fmt.Fprintf(w, "TOTAL (%d nodes: %s)\t\t\t\t%.1f/%.1f\t%s/%s\t%d/%d\t\t\n", t.Nodes, healthSummary(st),
 		t.CPUsUsed, t.CPUs, humanMB(t.MemoryMBUsed), humanMB(t.MemoryMB), t.GPUsUsed, t.GPUs)
+	if c := st.Cycle; c != nil {
+		fmt.Fprintf(w, "\nSCHEDULING: %d cycles this run, %d asks decided, %d placed; last batch %d, %d asks waiting for the next\n",
+			c.Cycles, c.Decided, c.Placed, c.LastBatch, c.Waiting)
+	}
 	if len(st.Refused) > 0 {
 		fmt.Fprintf(w, "\nREFUSED NODE\tAGENT\tHEARTBEATS\tLAST\tWHY\n")
 		for _, r := range st.Refused {
