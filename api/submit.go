@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"sync"
 	"time"
 
@@ -147,8 +149,16 @@ func (s *Server) clusterSnapshot(ctx context.Context, name string) (st cluster.S
 		return last.st, true, nil
 	}
 	st, err = s.clusterStatus(ctx, name)
+	var busy huma.StatusError // temporalErr's 429: too busy to answer
+	if errors.As(err, &busy) && busy.GetStatus() == http.StatusTooManyRequests && ok && time.Since(last.at) < staleSnapshotAge {
+		return last.st, true, nil // a busy cluster: the last view, not a 429
+	}
 	return st, false, err
 }
+
+// staleSnapshotAge is how old a status preflight may pass work on when the
+// cluster execution is too busy to answer a query.
+const staleSnapshotAge = 30 * time.Second
 
 // clusterStatus returns the cluster's status. Concurrent callers share one
 // query: every query is a task on the control worker, and a burst of 200

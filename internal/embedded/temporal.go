@@ -72,6 +72,12 @@ func DefaultDynamicConfig() map[string]any {
 		// decides in one batch open together; Temporal's default of 10
 		// in flight per execution would cap a batch at 10.
 		"history.maxInFlightUpdates": 500,
+		// Queries of an execution whose workflow task is running wait in
+		// a buffer of one by default; the next is ResourceExhausted (a 429
+		// to the API). A busy cluster workflow gets queries from the API,
+		// its preflights and agents at once (Temporal's dev server sets
+		// 10,000).
+		"history.MaxBufferedQueryCount": 1000,
 	}
 }
 
