@@ -53,6 +53,6 @@ trainer := {"name": "trainer", "count": 1, "cpus": 4, "gpus": 1, "memory_mb": 32
 
 rollout := {"name": "rollout_worker", "count": 7, "cpus": 6, "gpus": 0, "memory_mb": 24000}
 
-training_job := {"id": "w1", "kind": "training", "config": "hexagonal_4p", "roles": [trainer]}
+training_job := {"id": "w1", "kind": "training", "trains": true, "config": "hexagonal_4p", "roles": [trainer]}
 
 rules(denials) := {d.rule | some d in denials}

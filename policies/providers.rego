@@ -8,7 +8,7 @@ deny contains {
 	"rule": "provider",
 	"reason": sprintf("training work may not prefer ephemeral provider %s", [p]),
 } if {
-	input.work.kind == "training"
+	trains
 	some p in object.get(input.work, ["providers", "prefer"], [])
 	p in ephemeral_providers
 }
@@ -17,11 +17,16 @@ placement_deny contains {
 	"rule": "provider",
 	"reason": sprintf("training role %s is placed on node %s of ephemeral provider %s", [p.role, p.node, node.provider]),
 } if {
-	input.work.kind == "training"
+	trains
 	some p in input.placement
 	node := nodes_by_name[p.node]
 	ephemeral(node)
 }
+
+# trains: the work trains a model (trainings and sweep trials), as the
+# scheduler's ephemeral filter counts it (workspec.Trains, sent as
+# input.work.trains); inputs recorded before it say only the kind.
+trains := object.get(input.work, "trains", input.work.kind == "training")
 
 # provider_order ranks the cluster's providers for this work: the kind's
 # preferred providers first, then the rest cheapest first; providers the

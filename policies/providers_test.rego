@@ -11,7 +11,7 @@ test_training_preferring_ephemeral_denied if {
 }
 
 test_selfplay_may_prefer_ephemeral if {
-	job := object.union(training_job, {"kind": "selfplay", "providers": {"prefer": ["vast"]}})
+	job := object.union(training_job, {"kind": "selfplay", "trains": false, "providers": {"prefer": ["vast"]}})
 	admission.allow with input as {"work": job, "cluster": fleet}
 }
 
@@ -20,6 +20,26 @@ test_training_placed_on_ephemeral_denied if {
 	placement := [{"node": "vast-3060", "role": "trainer", "cpus": 1, "memory_mb": 1, "gpus": [{"index": 0, "share": 1}]}]
 	d := admission.deny with input as {"work": training_job, "cluster": cluster([big_vast]), "placement": placement}
 	d == {{"rule": "provider", "reason": "training role trainer is placed on node vast-3060 of ephemeral provider vast"}}
+}
+
+# A sweep trial trains too: kept off ephemeral nodes by the bundle as by
+# the scheduler's filter (one definition: input.work.trains).
+test_sweep_trial_placed_on_ephemeral_denied if {
+	big_vast := object.union(rtx3060, {"gpus": [{"index": 0, "vram_mb": 49152}]})
+	placement := [{"node": "vast-3060", "role": "trainer", "cpus": 1, "memory_mb": 1, "gpus": [{"index": 0, "share": 1}]}]
+	trial := object.union(training_job, {"kind": "sweep-trial", "trains": true})
+	d := admission.deny with input as {"work": trial, "cluster": cluster([big_vast]), "placement": placement}
+	rules(d) == {"provider"}
+}
+
+# Inputs recorded before input.work.trains (dry runs replay them) decide
+# by the kind, as they were decided.
+test_recorded_input_without_trains if {
+	big_vast := object.union(rtx3060, {"gpus": [{"index": 0, "vram_mb": 49152}]})
+	placement := [{"node": "vast-3060", "role": "trainer", "cpus": 1, "memory_mb": 1, "gpus": [{"index": 0, "share": 1}]}]
+	old := object.remove(training_job, {"trains"})
+	d := admission.deny with input as {"work": old, "cluster": cluster([big_vast]), "placement": placement}
+	rules(d) == {"provider"}
 }
 
 test_ephemeral_flag_counts_without_provider_list if {

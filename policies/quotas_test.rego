@@ -70,7 +70,7 @@ test_one_training_per_config if {
 	u := {"running_training_by_config": {"hexagonal_4p": 1}}
 	d := admission.deny with input as {"work": training_job, "cluster": fleet, "usage": u}
 	d == {{"rule": "one_training_per_config", "waits": true, "reason": "config hexagonal_4p already has 1 training job(s) running; at most 1 at a time"}}
-	selfplay := object.union(training_job, {"kind": "selfplay"})
+	selfplay := object.union(training_job, {"kind": "selfplay", "trains": false})
 	admission.allow with input as {"work": selfplay, "cluster": fleet, "usage": u}
 }
 

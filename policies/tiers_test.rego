@@ -43,7 +43,7 @@ test_config_without_board_has_no_vram_floor if {
 
 test_placement_on_small_gpu_denied if {
 	placement := [{"node": "vast-3060", "role": "trainer", "cpus": 1, "memory_mb": 1, "gpus": [{"index": 0, "share": 1}]}]
-	job := object.union(training_job, {"kind": "evaluation"})
+	job := object.union(training_job, {"kind": "evaluation", "trains": false})
 	d := admission.deny with input as {"work": job, "cluster": fleet, "placement": placement}
 	d == {{"rule": "gpu_tier", "reason": "role trainer is placed on GPU 0 of node vast-3060 with 12.3 GB; board hexagonal needs 32 GB"}}
 }

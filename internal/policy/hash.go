@@ -74,6 +74,7 @@ func appendUsage(b []byte, u *Usage) []byte {
 func appendWork(b []byte, w *Work) []byte {
 	b = appendString(b, w.ID)
 	b = appendString(b, w.Kind)
+	b = appendBool(b, w.Trains)
 	b = appendString(b, w.Config)
 	b = appendString(b, w.Board)
 	b = binary.AppendVarint(b, int64(w.Priority))

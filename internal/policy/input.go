@@ -22,8 +22,12 @@ type Input struct {
 
 // Work is the submission as policies see it.
 type Work struct {
-	ID             string     `json:"id"`
-	Kind           string     `json:"kind"`
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
+	// Trains says the kind trains a model (workspec.Trains: trainings and
+	// sweep trials): the rules about training read it, so they count the
+	// kinds the scheduler's filters count.
+	Trains         bool       `json:"trains"`
 	Config         string     `json:"config,omitempty"`
 	Board          string     `json:"board,omitempty"`
 	Priority       int        `json:"priority"`
@@ -122,7 +126,7 @@ type PlacedGPU struct {
 // WorkInput converts a validated spec. waitingSeconds is how long the work
 // has been queued (starvation boost).
 func WorkInput(id string, s workspec.Spec, waitingSeconds int64) Work {
-	w := Work{ID: id, Kind: s.Kind, Config: s.Config, Board: s.Board, Priority: s.Priority, WaitingSeconds: waitingSeconds}
+	w := Work{ID: id, Kind: s.Kind, Trains: workspec.Trains(s.Kind), Config: s.Config, Board: s.Board, Priority: s.Priority, WaitingSeconds: waitingSeconds}
 	for _, r := range s.Roles {
 		w.Roles = append(w.Roles, Role{Name: r.Name, Count: r.Count, CPUs: r.CPUs, GPUs: r.GPUs, MemoryMB: r.MemoryMB, MinVRAMMB: r.MinVRAMMB})
 	}

@@ -61,6 +61,7 @@ func (w *Work) value() ast.Object {
 	items = append(items,
 		[2]*ast.Term{key("id"), ast.StringTerm(w.ID)},
 		[2]*ast.Term{key("kind"), ast.StringTerm(w.Kind)},
+		[2]*ast.Term{key("trains"), ast.BooleanTerm(w.Trains)},
 		[2]*ast.Term{key("priority"), intTerm(w.Priority)},
 		[2]*ast.Term{key("waiting_seconds"), intTerm(w.WaitingSeconds)},
 	)
@@ -433,6 +434,8 @@ func restJSON(b []byte, w *Work, placement []Placed) []byte {
 	b = appendJSONString(b, w.ID)
 	b = append(b, `,"kind":`...)
 	b = appendJSONString(b, w.Kind)
+	b = append(b, `,"trains":`...)
+	b = strconv.AppendBool(b, w.Trains)
 	if w.Config != "" {
 		b = append(b, `,"config":`...)
 		b = appendJSONString(b, w.Config)
@@ -665,7 +668,7 @@ var keyTerms = func() map[string]*ast.Term {
 	m := map[string]*ast.Term{}
 	for _, k := range []string{
 		"work", "cluster", "usage", "placement",
-		"id", "kind", "config", "board", "priority", "waiting_seconds", "roles", "providers", "prefer", "avoid",
+		"id", "kind", "trains", "config", "board", "priority", "waiting_seconds", "roles", "providers", "prefer", "avoid",
 		"name", "count", "cpus", "gpus", "memory_mb", "min_vram_mb",
 		"nodes", "summary", "provider", "ephemeral", "used", "index", "vram_mb",
 		"max_gpu_vram_mb", "shapes", "devices", "key", "rank",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/trainyard/trainyard/internal/workspec"
 	"maps"
 	"math/rand/v2"
 	"reflect"
@@ -69,11 +70,12 @@ func genInput(r *rand.Rand) Input {
 
 	w := Work{
 		ID:             pick("run-1", "job-2", "sweep-3"),
-		Kind:           pick("training", "selfplay", "evaluation", "rollout", "batch"),
+		Kind:           pick("training", "selfplay", "evaluation", "rollout", "batch", "sweep-trial"),
 		Config:         pick("hexagonal_4p", "hexagonal_2p", "square19_2p", "square8_3p", "hex8_2p", "zelda", ""),
 		Priority:       int(ints(-5, 0, 5)),
 		WaitingSeconds: ints(0, 14399, 14400, 86400),
 	}
+	w.Trains = workspec.Trains(w.Kind)
 	if r.IntN(4) == 0 {
 		w.Board = pick("square19", "hexagonal", "go9")
 	}
