@@ -350,8 +350,7 @@ func (s *Server) submitClusterJob(ctx context.Context, in *submitJobInput) (*wor
 // queryClusterStatus queries a cluster workflow's status (clusterStatus
 // shares concurrent calls).
 func (s *Server) queryClusterStatus(ctx context.Context, name string) (cluster.Status, error) {
-	var st cluster.Status
-	v, err := s.d.Temporal.QueryWorkflow(ctx, cluster.WorkflowID(name), "", cluster.QueryStatus)
+	st, err := cluster.QueryStatusOf(ctx, s.d.Temporal, name)
 	// A run that just continued as new answers queries before its first
 	// workflow task registered the handler ("unknown queryType"): that
 	// lasts one task, so ask again for a few seconds instead of a 503.
@@ -361,13 +360,10 @@ func (s *Server) queryClusterStatus(ctx context.Context, name string) (cluster.S
 			return st, temporalErr("cluster "+name, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
-		v, err = s.d.Temporal.QueryWorkflow(ctx, cluster.WorkflowID(name), "", cluster.QueryStatus)
+		st, err = cluster.QueryStatusOf(ctx, s.d.Temporal, name)
 	}
 	if err != nil {
 		return st, temporalErr("cluster "+name, err)
-	}
-	if err := v.Get(&st); err != nil {
-		return st, huma.Error500InternalServerError("decode cluster status", err)
 	}
 	return st, nil
 }

@@ -29,6 +29,9 @@ const (
 	SignalHeartbeat = "heartbeat"
 	SignalRelease   = "release"
 	QueryStatus     = "status"
+	// QueryStatusPacked answers the status gzipped (Packed): what the
+	// control plane's own callers ask (QueryStatusOf).
+	QueryStatusPacked = "status-packed"
 	// QueryRefusal (arg: an agent id) answers the latest Refusal of that
 	// agent's heartbeats, or nil: how an agent learns it is refused.
 	QueryRefusal = "refusal"

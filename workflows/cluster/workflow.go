@@ -57,6 +57,9 @@ func Workflow(ctx workflow.Context, st State) error {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return c.status(workflow.Now(ctx)), nil }); err != nil {
 		return err
 	}
+	if err := workflow.SetQueryHandler(ctx, QueryStatusPacked, func() (Packed, error) { return pack(c.status(workflow.Now(ctx))) }); err != nil {
+		return err
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryRefusal, c.refusal); err != nil {
 		return err
 	}

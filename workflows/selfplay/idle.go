@@ -163,12 +163,8 @@ func Idle(ctx workflow.Context, in IdleInput) (IdleState, error) {
 // SelfplayGPUs lists a cluster's GPUs with whether each is busy: held by
 // a job, or utilised ≥ 10% by something the cluster did not place.
 func (a *Activities) SelfplayGPUs(ctx context.Context, clusterName string) ([]schedule.GPUSlot, error) {
-	v, err := a.Client.QueryWorkflow(ctx, cluster.WorkflowID(clusterName), "", cluster.QueryStatus)
+	st, err := cluster.QueryStatusOf(ctx, a.Client, clusterName)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s status: %w", clusterName, err)
-	}
-	var st cluster.Status
-	if err := v.Get(&st); err != nil {
 		return nil, fmt.Errorf("cluster %s status: %w", clusterName, err)
 	}
 	out := []schedule.GPUSlot{}

@@ -75,12 +75,8 @@ func (a *Activities) SelfplayPopulatorLook(ctx context.Context, in PopulatorLook
 		}
 		view.Loops = append(view.Loops, lv)
 	}
-	v, err := a.Client.QueryWorkflow(ctx, cluster.WorkflowID(in.Cluster), "", cluster.QueryStatus)
+	cs, err := cluster.QueryStatusOf(ctx, a.Client, in.Cluster)
 	if err != nil {
-		return view, fmt.Errorf("cluster %s status: %w", in.Cluster, err)
-	}
-	var cs cluster.Status
-	if err := v.Get(&cs); err != nil {
 		return view, fmt.Errorf("cluster %s status: %w", in.Cluster, err)
 	}
 	for _, n := range cs.Nodes {
