@@ -6,6 +6,7 @@
 package ledger
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -35,10 +36,66 @@ func (r Entry) Running() bool { return r.End.IsZero() }
 // Book is the records of one cluster, oldest first.
 type Book struct {
 	Records []Entry `json:"records,omitempty"`
+	// Folded are the ended records pruned beyond MaxRecords, summed by the
+	// hour they fell in, so the sums over the window keep them: at 100
+	// placements a second 2,000 records are 20 s, and quota windows are
+	// hours long.
+	Folded []Bucket `json:"folded,omitempty"`
+	// Folds says pruning folds records into Folded rather than dropping
+	// them (a workflow's version decides; books from before dropped them).
+	Folds bool `json:"folds,omitempty"`
 }
 
-// MaxRecords bounds the book: the oldest ended records go first.
+// MaxRecords bounds the book's records: the oldest ended ones go first.
 const MaxRecords = 2000
+
+// Bucket is GPU time of ended records inside one hour, with what the sums
+// break it down by.
+type Bucket struct {
+	Hour       time.Time `json:"hour"` // its start, UTC
+	Config     string    `json:"config,omitempty"`
+	Kind       string    `json:"kind"`
+	Provider   string    `json:"provider,omitempty"`
+	NodeVRAMMB int       `json:"node_vram_mb,omitempty"`
+	GPUSeconds float64   `json:"gpu_seconds"`
+}
+
+// fold adds an ended record to the hourly buckets.
+func (b *Book) fold(r Entry) {
+	if r.GPUs == 0 {
+		return
+	}
+	for t := r.Start; t.Before(r.End); {
+		h := t.UTC().Truncate(time.Hour)
+		next := h.Add(time.Hour)
+		if r.End.Before(next) {
+			next = r.End
+		}
+		i := slices.IndexFunc(b.Folded, func(k Bucket) bool {
+			return k.Hour.Equal(h) && k.Config == r.Config && k.Kind == r.Kind && k.Provider == r.Provider && k.NodeVRAMMB == r.NodeVRAMMB
+		})
+		if i < 0 {
+			b.Folded = append(b.Folded, Bucket{Hour: h, Config: r.Config, Kind: r.Kind, Provider: r.Provider, NodeVRAMMB: r.NodeVRAMMB})
+			i = len(b.Folded) - 1
+		}
+		b.Folded[i].GPUSeconds += next.Sub(t).Seconds() * r.GPUs
+		t = next
+	}
+}
+
+// inWindow is the part of a bucket's GPU-seconds inside [from, ...): all
+// of it, or for the hour the window begins in, its share of the hour
+// (spread evenly: the records are gone).
+func (k Bucket) inWindow(from time.Time) float64 {
+	end := k.Hour.Add(time.Hour)
+	switch {
+	case !end.After(from):
+		return 0
+	case k.Hour.Before(from):
+		return k.GPUSeconds * end.Sub(from).Seconds() / time.Hour.Seconds()
+	}
+	return k.GPUSeconds
+}
 
 // Open adds records (one per placed role instance).
 func (b *Book) Open(rs ...Entry) { b.Records = append(b.Records, rs...) }
@@ -66,12 +123,16 @@ func (b *Book) Prune(now time.Time, keep time.Duration) {
 	}
 	for i := 0; len(out) > MaxRecords && i < len(out); {
 		if !out[i].Running() {
+			if b.Folds {
+				b.fold(out[i])
+			}
 			out = append(out[:i], out[i+1:]...)
 			continue
 		}
 		i++
 	}
 	b.Records = out
+	b.Folded = slices.DeleteFunc(b.Folded, func(k Bucket) bool { return !k.Hour.Add(time.Hour).After(from) })
 }
 
 // Summary is the ledger summed over the quota window ending at At.
@@ -149,6 +210,11 @@ func (b *Book) Quota(p params.Params, now time.Time) Quota {
 	for _, config := range training {
 		q.RunningTrainingByConfig[config]++
 	}
+	for _, k := range b.Folded {
+		if d := k.inWindow(from); d > 0 && p.TierOf(k.NodeVRAMMB) == 1 {
+			q.Tier1GPUSecondsByConfig[k.Config] += d
+		}
+	}
 	return q
 }
 
@@ -195,18 +261,10 @@ func (b *Book) Sum(p params.Params, now time.Time) Summary {
 		if start.Before(from) {
 			start = from
 		}
-		d := end.Sub(start).Seconds() * r.GPUs
-		if d <= 0 {
-			continue
-		}
-		s.GPUSecondsByConfig[r.Config] += d
-		s.GPUSecondsByKind[r.Kind] += d
-		tier := Tier(p, r.NodeVRAMMB)
-		s.GPUSecondsByTier[tier] += d
-		s.GPUSecondsByProvider[r.Provider] += d
-		if tier == "1" {
-			s.Tier1GPUSecondsByConfig[r.Config] += d
-		}
+		s.add(p, r.Config, r.Kind, r.Provider, r.NodeVRAMMB, end.Sub(start).Seconds()*r.GPUs)
+	}
+	for _, k := range b.Folded {
+		s.add(p, k.Config, k.Kind, k.Provider, k.NodeVRAMMB, k.inWindow(from))
 	}
 	for _, w := range running {
 		w.Seconds = int64(now.Sub(w.Since).Seconds())
@@ -217,6 +275,21 @@ func (b *Book) Sum(p params.Params, now time.Time) Summary {
 	}
 	sort.Slice(s.Running, func(i, j int) bool { return s.Running[i].WorkID < s.Running[j].WorkID })
 	return s
+}
+
+// add counts GPU-seconds d in every breakdown.
+func (s *Summary) add(p params.Params, config, kind, provider string, vramMB int, d float64) {
+	if d <= 0 {
+		return
+	}
+	s.GPUSecondsByConfig[config] += d
+	s.GPUSecondsByKind[kind] += d
+	tier := Tier(p, vramMB)
+	s.GPUSecondsByTier[tier] += d
+	s.GPUSecondsByProvider[provider] += d
+	if tier == "1" {
+		s.Tier1GPUSecondsByConfig[config] += d
+	}
 }
 
 func appendOnce(xs []string, x string) []string {

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -98,5 +99,60 @@ func TestCloseAndPrune(t *testing.T) {
 	big.Prune(t0.Add(time.Hour), 24*time.Hour)
 	if len(big.Records) != MaxRecords || big.Records[0].WorkID != "11" || !big.Records[len(big.Records)-1].Running() {
 		t.Fatalf("bounded book: %d entries, first %s", len(big.Records), big.Records[0].WorkID)
+	}
+}
+
+// TestFoldedRecordsStayInTheWindow: a book that folds keeps the GPU time
+// of the records it prunes beyond MaxRecords in hourly buckets, so the
+// window's sums (quotas, usage) still count them; one that drops them, as
+// books did before, forgets them. Buckets go once their hour leaves keep,
+// and the hour the window begins in counts by its share.
+func TestFoldedRecordsStayInTheWindow(t *testing.T) {
+	p := params.Default() // 24 h window; Tier 1 from 80 GB
+	const n = MaxRecords + 500
+	book := func(folds bool) Book {
+		b := Book{Folds: folds}
+		for i := range n { // one GPU-minute each, over the last ~3.5 hours
+			start := t0.Add(-time.Duration(n-i) * 5 * time.Second)
+			b.Open(Entry{WorkID: fmt.Sprint(i), Config: "c", Kind: "selfplay", Node: "n", Provider: "runpod", NodeVRAMMB: 81920, GPUs: 1, Start: start})
+			b.Close(fmt.Sprint(i), "", start.Add(time.Minute))
+			b.Prune(start.Add(time.Minute), 24*time.Hour)
+		}
+		return b
+	}
+	want := float64(n * 60)
+	for _, tc := range []struct {
+		folds bool
+		want  float64
+	}{{true, want}, {false, MaxRecords * 60}} {
+		b := book(tc.folds)
+		if len(b.Records) != MaxRecords {
+			t.Fatalf("folds=%v: %d records, want %d", tc.folds, len(b.Records), MaxRecords)
+		}
+		s, q := b.Sum(p, t0), b.Quota(p, t0)
+		if got := s.Tier1GPUSecondsByConfig["c"]; got < tc.want-0.5 || got > tc.want+0.5 {
+			t.Errorf("folds=%v: sum %v GPU-s, want %v", tc.folds, got, tc.want)
+		}
+		if got := q.Tier1GPUSecondsByConfig["c"]; got < tc.want-0.5 || got > tc.want+0.5 {
+			t.Errorf("folds=%v: quota %v GPU-s, want %v", tc.folds, got, tc.want)
+		}
+		if got := s.GPUSecondsByProvider["runpod"] + s.GPUSecondsByKind["selfplay"]; got < 2*tc.want-1 || got > 2*tc.want+1 {
+			t.Errorf("folds=%v: by provider and kind %v, want %v", tc.folds, got, 2*tc.want)
+		}
+	}
+	b := book(true)
+	if len(b.Folded) == 0 || len(b.Folded) > 5 {
+		t.Fatalf("%d buckets, want one per hour the folded records fell in", len(b.Folded))
+	}
+	// A day later the window begins inside the oldest bucket's hour: that
+	// bucket counts by its share; a day and an hour later it is gone.
+	first := b.Folded[0]
+	at := first.Hour.Add(24*time.Hour + 30*time.Minute)
+	if got := first.inWindow(at.Add(-24 * time.Hour)); got < first.GPUSeconds/2-0.5 || got > first.GPUSeconds/2+0.5 {
+		t.Errorf("bucket half in the window counts %v of %v", got, first.GPUSeconds)
+	}
+	b.Prune(first.Hour.Add(25*time.Hour), 24*time.Hour)
+	if slices.ContainsFunc(b.Folded, func(k Bucket) bool { return k.Hour.Equal(first.Hour) }) {
+		t.Errorf("a bucket whose hour left keep is still there")
 	}
 }

@@ -13,8 +13,13 @@ import (
 // Usage is the ledger summed over p's quota window, at the snapshot's
 // time.
 func (s Status) Usage(p params.Params) ledger.Summary {
-	b := ledger.Book{Records: s.Ledger}
+	b := s.book()
 	return b.Sum(p, s.now())
+}
+
+// book is the snapshot's ledger: its records and folded hours.
+func (s Status) book() ledger.Book {
+	return ledger.Book{Records: s.Ledger, Folded: s.LedgerFolded}
 }
 
 func (s Status) now() time.Time {
@@ -37,7 +42,7 @@ func (s Status) AdmissionInput(p params.Params, id string, ws workspec.Spec) pol
 	nodes := s.SchedulerNodes()
 	in := policy.Input{Work: policy.WorkInput(id, ws, waited), Cluster: policy.ClusterInput(nodes)}
 	in.Cluster.Endpoints = policy.EndpointsInput(s.Endpoints)
-	b := ledger.Book{Records: s.Ledger}
+	b := s.book()
 	in.Usage = policy.UsageFromLedger(p, nodes, b.Quota(p, s.now()))
 	return in
 }

@@ -95,5 +95,6 @@ func TestStateSizeAtScale(t *testing.T) {
 		var back State
 		if err := dc.FromPayload(state, &back); err != nil || len(back.Nodes) != tc.nodes || len(back.Queue) != tc.queued {
 			t.Fatalf("state back: %d nodes, %d queued, %v", len(back.Nodes), len(back.Queue), err)
-		}	}
+		}
+	}
 }

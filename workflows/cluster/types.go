@@ -372,6 +372,9 @@ type Status struct {
 	Endpoints []inference.Endpoint `json:"endpoints,omitempty" doc:"Inference endpoints the spec declares (docs/llm.md)."`
 	// Ledger is the usage ledger's records (see GET /v1/usage for sums).
 	Ledger []ledger.Entry `json:"ledger,omitempty" doc:"Usage records: which work held which node's GPUs, from when to when."`
+	// LedgerFolded is the GPU time of records pruned beyond the ledger's
+	// 2,000, by hour (the usage sums count it).
+	LedgerFolded []ledger.Bucket `json:"ledger_folded,omitempty" doc:"GPU time of usage records pruned beyond the latest 2,000, summed by hour, config, kind, provider and node VRAM."`
 	// Queue is the work waiting for a placement, in the order it is tried.
 	Queue []QueueItem `json:"queue,omitempty" doc:"Work waiting for a placement, in scheduling order, each with its reason."`
 	// Refused are agents whose heartbeats the cluster refuses (a missing

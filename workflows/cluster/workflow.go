@@ -54,6 +54,11 @@ func Workflow(ctx workflow.Context, st State) error {
 	if c.cycle.on = workflow.GetVersion(ctx, "scheduling-cycle", workflow.DefaultVersion, 1) == 1; c.cycle.on {
 		c.startCycle(ctx)
 	}
+	// Versioned: older histories dropped the records pruned beyond
+	// ledger.MaxRecords, and their quotas forgot that GPU time.
+	if workflow.GetVersion(ctx, "ledger-folds", workflow.DefaultVersion, 1) == 1 {
+		st.Ledger.Folds = true
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return c.status(workflow.Now(ctx)), nil }); err != nil {
 		return err
 	}
@@ -1203,7 +1208,7 @@ func usage(n *nodeState) Usage {
 }
 
 func (c *controller) status(now time.Time) Status {
-	s := Status{Cluster: c.st.Name, Now: now, Ledger: slices.Clone(c.st.Ledger.Records), Queue: c.queue(now), Desired: c.st.Desired, Busy: len(c.st.Pending) > 0, Events: slices.Clone(c.st.Events), Endpoints: slices.Clone(c.st.Endpoints), Refused: slices.Clone(c.st.Refused)}
+	s := Status{Cluster: c.st.Name, Now: now, Ledger: slices.Clone(c.st.Ledger.Records), LedgerFolded: slices.Clone(c.st.Ledger.Folded), Queue: c.queue(now), Desired: c.st.Desired, Busy: len(c.st.Pending) > 0, Events: slices.Clone(c.st.Events), Endpoints: slices.Clone(c.st.Endpoints), Refused: slices.Clone(c.st.Refused)}
 	s.Totals.ByHealth = map[Health]int{}
 	if c.cycle != nil && c.cycle.on {
 		cs := c.cycle.stats
