@@ -23,9 +23,14 @@ import (
 // undrain of a node), and history-v6.json, recorded with liveness-leases
 // (three hollow nodes, each signalling once and then holding a lease; a
 // drain and an undrain; four jobs; the agents killed, their leases lost
-// and the nodes Dead; new agents, the nodes back with new leases; a job).
+// and the nodes Dead; new agents, the nodes back with new leases; a job),
+// and history-v7.json, recorded with scheduling-cycle and ledger-folds and
+// a packed state as its input (three hollow nodes; six jobs, three
+// trainings of one config and a gang of three submitted together, decided
+// in cycles by AdmitBatch local activities, one training and the gang
+// waiting; a drain and an undrain).
 func TestReplay(t *testing.T) {
-	for _, file := range []string{"testdata/history.json", "testdata/history-v2.json", "testdata/history-v3.json", "testdata/history-v4.json", "testdata/history-v5.json", "testdata/history-v6.json"} {
+	for _, file := range []string{"testdata/history.json", "testdata/history-v2.json", "testdata/history-v3.json", "testdata/history-v4.json", "testdata/history-v5.json", "testdata/history-v6.json", "testdata/history-v7.json"} {
 		replaytest.Replay(t, Workflow, Name, file)
 	}
 }
