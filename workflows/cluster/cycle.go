@@ -30,6 +30,16 @@ type cycle struct {
 	on bool
 	// asks wait for the next cycle, in arrival order.
 	asks []*ask
+	// parked are asks of waiting work held open until room may have
+	// freed (wake: a release, a heartbeat that changed something, a node
+	// added or undrained) or parkFor passed: the work is placed in the
+	// cycle after room frees instead of when it next asks (every 2-30 s),
+	// and does not ask in the meantime.
+	parked []*ask
+	wake   bool
+	// parks: versioned park-waiting-asks (older histories answered every
+	// waiting ask at once).
+	parks bool
 	// busy is true while a batch is decided; closing once the run is to
 	// continue as new: new asks are refused (ErrRetry) and the run waits
 	// until the asks it took are answered.
@@ -48,7 +58,10 @@ type ask struct {
 	// placement proposed), denied says why they refused.
 	tries  int
 	denied []string
-	done   bool
+	// until is when a parked ask is answered with why it waits (waits).
+	until time.Time
+	waits error
+	done  bool
 	out    Allocation
 	err    error
 }
@@ -63,6 +76,7 @@ type CycleStats struct {
 	Placed    int `json:"placed" doc:"Placements those cycles committed."`
 	LastBatch int `json:"last_batch" doc:"Asks the latest cycle decided."`
 	Waiting   int `json:"waiting" doc:"Asks waiting for the next cycle now."`
+	Parked    int `json:"parked" doc:"Asks of waiting work held open until room frees (up to 20 s each)."`
 }
 
 // maxBatch bounds the asks one cycle decides.
@@ -76,17 +90,102 @@ const maxRunUpdates = 1500
 // is continuing as new: asked again, it reaches the next run.
 const ErrRetry = "Retry"
 
-func (cy *cycle) idle() bool { return !cy.busy && len(cy.asks) == 0 }
+func (cy *cycle) idle() bool { return !cy.busy && len(cy.asks) == 0 && len(cy.parked) == 0 }
+
+// parkFor is the longest an ask is held open: under the Allocate
+// activity's 30 s timeout, and its requester then asks again.
+const parkFor = 20 * time.Second
+
+// ready says whether the cycle has something to decide.
+func (cy *cycle) ready() bool {
+	return len(cy.asks) > 0 || len(cy.parked) > 0 && (cy.wake || cy.closing)
+}
+
+// next waits until the cycle has something to decide or a parked ask is
+// due, answers the parked asks that are due (or all, when the run is
+// closing: asked again, they reach the next run), and returns the batch.
+func (c *controller) next(ctx workflow.Context) ([]*ask, error) {
+	cy := c.cycle
+	if len(cy.parked) == 0 {
+		if err := workflow.Await(ctx, cy.ready); err != nil {
+			return nil, err
+		}
+	} else {
+		due := cy.parked[0].until
+		for _, a := range cy.parked {
+			if a.until.Before(due) {
+				due = a.until
+			}
+		}
+		if d := due.Sub(workflow.Now(ctx)); d > 0 {
+			if _, err := workflow.AwaitWithTimeout(ctx, d, cy.ready); err != nil {
+				return nil, err
+			}
+		}
+	}
+	now := workflow.Now(ctx)
+	if len(cy.parked) == 0 {
+		cy.wake = false // nothing was waiting for the room
+	}
+	kept := cy.parked[:0]
+	for _, a := range cy.parked {
+		switch {
+		case cy.closing:
+			a.answer(Allocation{}, temporal.NewApplicationError("cluster "+c.st.Name+" is continuing as new; ask again", ErrRetry))
+		case !now.Before(a.until):
+			a.answer(Allocation{}, a.waits)
+		default:
+			kept = append(kept, a)
+		}
+	}
+	cy.parked = kept
+	batch := cy.asks
+	cy.asks = nil
+	if cy.wake {
+		batch = append(batch, cy.parked...)
+		cy.parked, cy.wake = nil, false
+	}
+	return batch, nil
+}
+
+// park holds a waiting work's ask open, or answers it with why it waits.
+// Only an ask of work already queued is held (the first is answered, so
+// its requester reports why it waits), and only one around no nodes and
+// with no rule's refusal: those fall back or give up on their own.
+func (c *controller) park(now time.Time, a *ask, queued bool, waits error) {
+	if a.until.IsZero() && (!c.cycle.parks || !queued || len(a.req.Exclude) > 0 || len(a.denied) > 0 || c.cycle.closing) {
+		a.answer(Allocation{}, waits)
+		return
+	}
+	if a.until.IsZero() {
+		a.until = now.Add(parkFor)
+	}
+	a.waits = waits
+	c.cycle.parked = append(c.cycle.parked, a)
+}
+
+// unpark answers the parked asks of released work.
+func (c *controller) unpark(job string) {
+	c.cycle.parked = slices.DeleteFunc(c.cycle.parked, func(a *ask) bool {
+		if a.req.JobID != job {
+			return false
+		}
+		a.answer(Allocation{}, temporal.NewApplicationError("released while waiting", ErrNoCapacity))
+		return true
+	})
+}
 
 // startCycle runs the cycle's coroutine for the life of the run.
 func (c *controller) startCycle(ctx workflow.Context) {
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
-			if err := workflow.Await(ctx, func() bool { return len(c.cycle.asks) > 0 }); err != nil {
+			batch, err := c.next(ctx)
+			if err != nil {
 				return
 			}
-			batch := c.cycle.asks
-			c.cycle.asks = nil
+			if len(batch) == 0 {
+				continue
+			}
 			c.cycle.busy = true
 			c.decide(ctx, batch)
 			c.cycle.busy = false
@@ -203,6 +302,7 @@ func (c *controller) decide(ctx workflow.Context, batch []*ask) {
 	var admitted []*ask
 	var saw []scheduler.Placement
 	for k, i := range asked {
+		_, queued := c.st.Queue[group[i].req.JobID]
 		a, v, p := group[i], verdicts[k], plans[i]
 		switch {
 		case v.Wait != "":
@@ -216,7 +316,7 @@ func (c *controller) decide(ctx workflow.Context, batch []*ask) {
 			later = c.again(now, a, later)
 		case p.Status != scheduler.Placed:
 			c.enqueue(now, *a.req.Work, a.req.JobID, p.Reason, false)
-			a.answer(Allocation{}, temporal.NewApplicationError("no node can take the job now: "+p.Reason, ErrNoCapacity))
+			c.park(now, a, queued, temporal.NewApplicationError("no node can take the job now: "+p.Reason, ErrNoCapacity))
 		default:
 			admitted = append(admitted, a)
 			saw = append(saw, p)

@@ -164,3 +164,63 @@ func BenchmarkCycleDecisions(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(asks)*b.N)/b.Elapsed().Seconds(), "decisions/s")
 }
+
+// parkedAsk places j1 on the one node, asks for j2 (it waits, and is told
+// why at once), and asks for j2 again, which is held open; j1 is released
+// after release (never when 0). It returns j2's second answer and how
+// long it took.
+func parkedAsk(ctx workflow.Context, st State, release time.Duration) (string, error) {
+	c := newController(ctx, &st)
+	c.cycle.on, c.cycle.parks = true, true
+	c.startCycle(ctx)
+	ask := func(id string) (string, error) {
+		w := jobSpec(id, 3, 0, 100)
+		a, err := c.allocateUpdate(ctx, AllocateRequest{JobID: id, Work: &w})
+		return a.Node, err
+	}
+	if n, err := ask("j1"); err != nil || n != "n1" {
+		return "", fmt.Errorf("j1: %q, %v", n, err)
+	}
+	if _, err := ask("j2"); err == nil || !strings.Contains(err.Error(), "needs 3 CPUs") {
+		return "", fmt.Errorf("j2's first ask: %v, want told why it waits at once", err)
+	}
+	if release > 0 {
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			_ = workflow.Sleep(ctx, release)
+			c.releaseAll(workflow.Now(ctx), Release{JobID: "j1"})
+		})
+	}
+	start := workflow.Now(ctx)
+	n, err := ask("j2")
+	took := workflow.Now(ctx).Sub(start)
+	if err != nil {
+		return fmt.Sprintf("%v after %v", err, took), nil
+	}
+	return fmt.Sprintf("%s after %v", n, took), nil
+}
+
+// TestParkedAskIsPlacedWhenRoomFrees: waiting work that asks again is held
+// open and placed in the cycle after a release frees its room, not when
+// it would next ask; with no room it is told why it waits after parkFor.
+func TestParkedAskIsPlacedWhenRoomFrees(t *testing.T) {
+	for _, tc := range []struct {
+		release time.Duration
+		want    string
+	}{{5 * time.Second, "n1 after 5s"}, {0, "retryable: true) after 20s"}} {
+		var s testsuite.WorkflowTestSuite
+		env := s.NewTestWorkflowEnvironment()
+		env.RegisterWorkflow(parkedAsk)
+		env.RegisterActivity(&Activities{})
+		capacity := resources.Capacity{CPUs: 4, MemoryMB: 16000}
+		st := State{Name: "lab", Desired: "up", Settings: Settings{JoinSecret: "s"}.withDefaults(), Order: []string{"n1"},
+			Nodes: map[string]*nodeState{"n1": {Health: Idle, Reported: capacity, LastBeat: env.Now(), AgentID: "a1"}}}
+		env.ExecuteWorkflow(parkedAsk, st, tc.release)
+		var got string
+		if err := env.GetWorkflowResult(&got); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(got, tc.want) {
+			t.Errorf("release after %v: j2's second ask: %q, want it to end %q", tc.release, got, tc.want)
+		}
+	}
+}

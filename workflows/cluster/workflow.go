@@ -52,6 +52,7 @@ func Workflow(ctx workflow.Context, st State) error {
 	// Versioned: older histories decided each allocate update on its own
 	// (admitAndAllocate).
 	if c.cycle.on = workflow.GetVersion(ctx, "scheduling-cycle", workflow.DefaultVersion, 1) == 1; c.cycle.on {
+		c.cycle.parks = workflow.GetVersion(ctx, "park-waiting-asks", workflow.DefaultVersion, 1) == 1
 		c.startCycle(ctx)
 	}
 	// Versioned: older histories dropped the records pruned beyond
@@ -575,6 +576,9 @@ func (c *controller) bringDown(ctx, actx workflow.Context, names []string) {
 }
 
 func (c *controller) heartbeat(now time.Time, hb Heartbeat) {
+	if c.cycle != nil {
+		c.cycle.wake = true // a beat is a change: a node joined, came back or changed
+	}
 	n, ok := c.st.Nodes[hb.Node]
 	keyID, why := c.refuse(n, hb)
 	if !ok || why != "" {
@@ -881,6 +885,10 @@ func (c *controller) release(now time.Time, job string) {
 	delete(c.st.Queue, job)
 	c.liftHolds(job)
 	c.st.Ledger.Close(job, "", now)
+	if c.cycle != nil {
+		c.unpark(job)
+		c.cycle.wake = true // its room may take parked work
+	}
 }
 
 // liftHolds: when a training ends, the work of its config that a usage
@@ -1212,7 +1220,7 @@ func (c *controller) status(now time.Time) Status {
 	s.Totals.ByHealth = map[Health]int{}
 	if c.cycle != nil && c.cycle.on {
 		cs := c.cycle.stats
-		cs.Waiting = len(c.cycle.asks)
+		cs.Waiting, cs.Parked = len(c.cycle.asks), len(c.cycle.parked)
 		s.Cycle = &cs
 	}
 	for _, k := range c.st.JoinKeys {
