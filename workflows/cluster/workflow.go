@@ -1015,7 +1015,7 @@ func (c *controller) held(works ...string) (Allocation, bool) {
 	var out Allocation
 	for _, name := range c.st.Order {
 		n := c.st.Nodes[name]
-		keys := make([]string, 0, len(n.Allocated))
+		var keys []string // most nodes hold none of works: nothing to allocate
 		for k, u := range n.Allocated {
 			if slices.Contains(works, k) || slices.Contains(works, u.Work) {
 				keys = append(keys, k)
