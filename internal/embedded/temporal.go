@@ -78,6 +78,16 @@ func DefaultDynamicConfig() map[string]any {
 		// its preflights and agents at once (Temporal's dev server sets
 		// 10,000).
 		"history.MaxBufferedQueryCount": 1000,
+		// A fleet's agents each long-poll their node's task queue: at
+		// 1,000 hollow nodes the default 1,200 concurrent polls per
+		// namespace turned the control worker's own polls away (its
+		// cluster workflow's tasks timed out), and the default 4
+		// partitions per queue made matching load 8,000 of them into
+		// "namespace rate limit exceeded". One server: one partition.
+		"frontend.namespaceCount":              20000,
+		"frontend.namespaceRPS":                20000,
+		"matching.numTaskqueueReadPartitions":  1,
+		"matching.numTaskqueueWritePartitions": 1,
 	}
 }
 
