@@ -62,8 +62,8 @@ type ask struct {
 	until time.Time
 	waits error
 	done  bool
-	out    Allocation
-	err    error
+	out   Allocation
+	err   error
 }
 
 func (a *ask) answer(out Allocation, err error) { a.out, a.err, a.done = out, err, true }
