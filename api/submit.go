@@ -49,12 +49,17 @@ func (s *Server) submit(ctx context.Context, sub submission) error {
 	if err != nil {
 		return err
 	}
-	err = s.check(ctx, sub, st)
+	decided, err := s.check(ctx, sub, st)
 	if err != nil && cached { // a refusal is confirmed on the live status
 		if st, err = s.clusterStatus(ctx, sub.cluster); err != nil {
 			return err
 		}
-		err = s.check(ctx, sub, st)
+		decided, err = s.check(ctx, sub, st)
+	}
+	// Only the decisions of the check that answers are logged: a refusal
+	// on the snapshot, then confirmed live, is one decision, not two.
+	for _, d := range decided {
+		s.d.Admission.Record(ctx, d.id, d.in, d.d)
 	}
 	if err != nil {
 		return err
@@ -62,19 +67,32 @@ func (s *Server) submit(ctx context.Context, sub submission) error {
 	return sub.start(ctx)
 }
 
-// check runs a submission's live checks and preflights on st.
-func (s *Server) check(ctx context.Context, sub submission, st cluster.Status) error {
+// decided is one admission decision preflight made, to be logged.
+type decided struct {
+	id string
+	in policy.Input
+	d  policy.Decision
+}
+
+// check runs a submission's live checks and preflights on st and returns
+// the admission decisions it made.
+func (s *Server) check(ctx context.Context, sub submission, st cluster.Status) ([]decided, error) {
 	if sub.live != nil {
 		if err := sub.live(st); err != nil {
-			return err
+			return nil, err
 		}
 	}
+	var all []decided
 	for _, u := range sub.units {
-		if err := s.preflight(ctx, st, u); err != nil {
-			return err
+		d, err := s.preflight(ctx, st, u)
+		if d != nil {
+			all = append(all, *d)
+		}
+		if err != nil {
+			return all, err
 		}
 	}
-	return nil
+	return all, nil
 }
 
 // preflight checks a unit on the cluster's status: admission on its live
@@ -82,31 +100,33 @@ func (s *Server) check(ctx context.Context, sub submission, st cluster.Status) e
 // placement code the cluster workflow runs). A denial is a 403 listing
 // every violated rule, except that work denied only by a usage rule
 // (quota, one training per config) is accepted and waits in the cluster's
-// queue with the rule as its reason.
-func (s *Server) preflight(ctx context.Context, st cluster.Status, u unit) error {
+// queue with the rule as its reason. It returns the admission decision
+// made, if any.
+func (s *Server) preflight(ctx context.Context, st cluster.Status, u unit) (*decided, error) {
 	p := s.d.Admission.Engine().Params()
 	in := st.AdmissionInput(p, u.id, u.work)
 	for _, f := range u.extra {
 		f(&in)
 	}
-	d, err := s.d.Admission.Decide(ctx, u.id, in)
+	d, err := s.d.Admission.Evaluate(ctx, u.id, in)
 	if err != nil {
-		return huma.Error503ServiceUnavailable("admission", err)
+		return nil, huma.Error503ServiceUnavailable("admission", err)
 	}
+	made := &decided{u.id, in, d}
 	if !d.Allow && !d.WaitsOnUsage() {
 		var details []error
 		for _, v := range d.Violations {
 			details = append(details, &huma.ErrorDetail{Location: "policy." + v.Rule, Message: v.Reason})
 		}
-		return huma.Error403Forbidden("denied by policy revision "+d.Revision+": "+d.Summary(), details...)
+		return made, huma.Error403Forbidden("denied by policy revision "+d.Revision+": "+d.Summary(), details...)
 	}
 	// Never pending silently: work no node could take even when idle is
 	// refused now, with the constraint that makes it impossible.
 	if reason := st.Infeasible(p, u.id, u.work); reason != "" {
-		return huma.Error422UnprocessableEntity(u.what+" can never be placed on cluster "+st.Cluster,
+		return made, huma.Error422UnprocessableEntity(u.what+" can never be placed on cluster "+st.Cluster,
 			&huma.ErrorDetail{Location: u.loc, Message: reason})
 	}
-	return nil
+	return made, nil
 }
 
 // statusCall is one in-flight query of a cluster's status.

@@ -218,11 +218,27 @@ func (s *Service) Push(ctx context.Context, b policy.Bundle) (*policy.Engine, []
 // Decide evaluates one submission with the current bundle, logs the
 // decision and remembers the input for dry runs.
 func (s *Service) Decide(ctx context.Context, workID string, in policy.Input) (policy.Decision, error) {
-	e := s.Engine()
-	d, err := e.Decide(ctx, in)
+	d, err := s.Evaluate(ctx, workID, in)
+	if err != nil {
+		return d, err
+	}
+	s.Record(ctx, workID, in, d)
+	return d, nil
+}
+
+// Evaluate decides one submission with the current bundle and logs
+// nothing: a caller that may decide the same work again (on a fresher
+// view) records only the decision it acts on.
+func (s *Service) Evaluate(ctx context.Context, workID string, in policy.Input) (policy.Decision, error) {
+	d, err := s.Engine().Decide(ctx, in)
 	if err != nil {
 		return d, fmt.Errorf("admission of %s: %w", workID, err)
 	}
+	return d, nil
+}
+
+// Record logs a decision Evaluate made and remembers its input for dry runs.
+func (s *Service) Record(ctx context.Context, workID string, in policy.Input, d policy.Decision) {
 	result := "deny"
 	if d.Allow {
 		result = "allow"
@@ -235,7 +251,6 @@ func (s *Service) Decide(ctx context.Context, workID string, in policy.Input) (p
 		s.recent = s.recent[len(s.recent)-recentMax:]
 	}
 	s.mu.Unlock()
-	return d, nil
 }
 
 // Decisions lists logged decisions after sequence number after.
