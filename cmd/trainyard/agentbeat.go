@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"reflect"
 	"time"
 
@@ -35,6 +36,10 @@ type heartbeater struct {
 
 	sent  *report // what the cluster last heard, nil: tell it
 	check int     // beats left to ask whether the cluster refused the last signal
+	// fails counts signals in a row not delivered; until retryAt the agent
+	// sends none (a cluster at its limits is not sent a fleet's every beat).
+	fails   int
+	retryAt time.Time
 }
 
 // report is what a heartbeat says that the cluster acts on: of GPU
@@ -64,18 +69,31 @@ func (b *heartbeater) beat(ctx context.Context) error {
 	if b.sent != nil && reflect.DeepEqual(*b.sent, r) && !b.lease.Lacking(b.patience()) {
 		return b.refusal(ctx)
 	}
+	if time.Now().Before(b.retryAt) {
+		return nil
+	}
 	b.secrets.sign(&b.hb, time.Now().UnixNano())
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := b.tc.SignalWorkflow(sctx, cluster.WorkflowID(b.cluster), "", cluster.SignalHeartbeat, b.hb); err != nil {
 		if ctx.Err() == nil {
-			b.log.Warn("heartbeat not delivered", "err", err)
+			b.log.Warn("heartbeat not delivered", "err", err, "failures", b.fails+1)
 		}
-		return nil // told again next beat
+		b.fails++
+		b.retryAt = time.Now().Add(backoff(b.every, b.fails))
+		return nil
 	}
-	b.sent, b.check = &r, 2
+	b.sent, b.check, b.fails, b.retryAt = &r, 2, 0, time.Time{}
 	b.lease.Reset()
 	return b.refusal(ctx)
+}
+
+// backoff is how long an agent waits to signal again after fails
+// undelivered signals in a row: a beat, doubling up to 4, jittered by ±25%
+// so that a fleet turned away at once does not come back at once.
+func backoff(every time.Duration, fails int) time.Duration {
+	d := every << min(fails-1, 2)
+	return d*3/4 + rand.N(d/2+1)
 }
 
 // patience is how long the agent goes without a lease before it tells the

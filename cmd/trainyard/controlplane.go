@@ -158,6 +158,14 @@ const policyRefresh = 15 * time.Second
 // activity with a 20 s heartbeat timeout the SDK's own margin.
 const heartbeatThrottle = 10 * time.Second
 
+// deadlockDetection is how long one workflow task may run workflow code
+// before the SDK calls it deadlocked and fails the task (1 s by default).
+// A cluster of 1,000 nodes applying a burst of registrations, or replaying
+// its run after a cache miss, takes longer on 2 busy cores; each failed
+// task was retried from a full replay, longer still, and the cluster
+// stopped making progress. Temporal's own limit is the task's 10 s timeout.
+const deadlockDetection = 8 * time.Second
+
 func startWorker(c client.Client, store *objstore.Store, rt *pluginhost.Runtime, al agentLaunch, adm *admission.Service) (worker.Worker, error) {
 	host, _ := os.Hostname()
 	identity := fmt.Sprintf("control@%s:%d", host, os.Getpid())
@@ -165,7 +173,8 @@ func startWorker(c client.Client, store *objstore.Store, rt *pluginhost.Runtime,
 	if err != nil {
 		return nil, err
 	}
-	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{Identity: identity, MaxHeartbeatThrottleInterval: heartbeatThrottle})
+	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{Identity: identity, MaxHeartbeatThrottleInterval: heartbeatThrottle,
+		DeadlockDetectionTimeout: deadlockDetection})
 	workflows.Register(w, workflows.Deps{Store: store, Plugins: rt, Client: c, Identity: identity,
 		Provisioners: provs, Launch: al.launch, Params: func() params.Params { return adm.Engine().Params() },
 		Decide: func(ctx context.Context, in policy.Input) (policy.Decision, error) {

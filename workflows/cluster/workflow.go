@@ -19,7 +19,6 @@ import (
 	"github.com/trainyard/trainyard/internal/ledger"
 	"github.com/trainyard/trainyard/internal/policy"
 	"github.com/trainyard/trainyard/internal/policy/params"
-	"github.com/trainyard/trainyard/internal/provision"
 	"github.com/trainyard/trainyard/internal/scheduler"
 	"github.com/trainyard/trainyard/internal/workspec"
 )
@@ -240,6 +239,9 @@ type controller struct {
 	leases *leases
 	// cycle is the scheduling cycle (cycle.go).
 	cycle *cycle
+	// upBatched: this run starts agents in batches (bringup.go), and a
+	// node's first beat is its registration event.
+	upBatched bool
 }
 
 func newController(ctx workflow.Context, st *State) *controller {
@@ -496,85 +498,6 @@ func (c *controller) merge(s spec.Cluster) {
 	}
 }
 
-// bringUp starts the agents of names in parallel and waits for each to
-// register or fail; a node that never registers is stopped again so nothing
-// is left half-started.
-func (c *controller) bringUp(ctx, actx workflow.Context, names []string) {
-	wg := workflow.NewWaitGroup(ctx)
-	for _, name := range names {
-		n := c.st.Nodes[name]
-		if n == nil || n.Health == Healthy || n.Health == Idle || n.Health == Pending {
-			continue
-		}
-		n.Health, n.Error, n.Draining, n.DrainReason = Pending, "", false, ""
-		n.LastBeat = time.Time{}
-		wg.Add(1)
-		workflow.Go(ctx, func(gctx workflow.Context) {
-			defer wg.Done()
-			var h provision.Handle
-			err := workflow.ExecuteActivity(actx, (*Activities).StartAgent, StartAgentInput{Cluster: c.st.Name, Node: n.Spec, Secret: c.st.Settings.JoinSecret, JoinKey: c.st.Settings.JoinKey, Heartbeat: c.st.Settings.HeartbeatTimeout / 3}).Get(gctx, &h)
-			if err != nil {
-				n.Health, n.Error = Failed, rootCause(err)
-				c.event(workflow.Now(gctx), "node %s failed to start: %s", n.Spec.Name, n.Error)
-				return
-			}
-			n.Handle = h
-			ok, _ := workflow.AwaitWithTimeout(gctx, c.st.Settings.RegisterTimeout, func() bool { return !n.LastBeat.IsZero() })
-			if !ok {
-				n.Health = Failed
-				n.Error = fmt.Sprintf("agent started but did not register within %v", c.st.Settings.RegisterTimeout)
-				_ = workflow.ExecuteActivity(actx, (*Activities).StopAgent, StopAgentInput{Node: n.Spec, Handle: n.Handle}).Get(gctx, nil)
-				c.event(workflow.Now(gctx), "node %s: %s; stopped it", n.Spec.Name, n.Error)
-				return
-			}
-			c.event(workflow.Now(gctx), "node %s registered (agent pid %d)", n.Spec.Name, n.AgentPID)
-		})
-	}
-	wg.Wait(ctx)
-}
-
-// bringDown drains work (up to DrainTimeout) and stops the agents.
-func (c *controller) bringDown(ctx, actx workflow.Context, names []string) {
-	for _, name := range names {
-		if n := c.st.Nodes[name]; n != nil {
-			n.Draining = true
-		}
-	}
-	drained, _ := workflow.AwaitWithTimeout(ctx, c.st.Settings.DrainTimeout, func() bool {
-		for _, name := range names {
-			if n := c.st.Nodes[name]; n != nil && len(n.Allocated) > 0 && n.Health != Dead {
-				return false
-			}
-		}
-		return true
-	})
-	if !drained {
-		c.event(workflow.Now(ctx), "drain timed out after %v; stopping with work still running", c.st.Settings.DrainTimeout)
-	}
-	wg := workflow.NewWaitGroup(ctx)
-	for _, name := range names {
-		n := c.st.Nodes[name]
-		if n == nil || n.Health == Stopped {
-			continue
-		}
-		wg.Add(1)
-		workflow.Go(ctx, func(gctx workflow.Context) {
-			defer wg.Done()
-			err := workflow.ExecuteActivity(actx, (*Activities).StopAgent, StopAgentInput{Node: n.Spec, Handle: n.Handle}).Get(gctx, nil)
-			if err != nil {
-				n.Error = "stop: " + rootCause(err)
-				c.event(workflow.Now(gctx), "node %s: %s", n.Spec.Name, n.Error)
-				return
-			}
-			n.Health, n.Allocated, n.Draining = Stopped, nil, false
-			c.touchLease(n.Spec.Name)
-			c.st.Ledger.Close("", n.Spec.Name, workflow.Now(gctx))
-			c.event(workflow.Now(gctx), "node %s stopped", n.Spec.Name)
-		})
-	}
-	wg.Wait(ctx)
-}
-
 func (c *controller) heartbeat(now time.Time, hb Heartbeat) {
 	if c.cycle != nil {
 		c.cycle.wake = true // a beat is a change: a node joined, came back or changed
@@ -595,6 +518,9 @@ func (c *controller) heartbeat(now time.Time, hb Heartbeat) {
 	}
 	if n.Health == Dead {
 		c.event(now, "node %s is back", hb.Node)
+	}
+	if n.Health == Pending && n.LastBeat.IsZero() && c.upBatched {
+		c.event(now, "node %s registered (agent pid %d)", hb.Node, hb.PID)
 	}
 	switch {
 	case hb.Draining != "" && !n.Draining && hb.Draining == n.Undrained && hb.AgentID == n.AgentID:
