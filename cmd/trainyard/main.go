@@ -89,6 +89,7 @@ func (g *globals) boot(ctx context.Context, service string) (context.Context, *s
 		return ctx, nil, nil, err
 	}
 	g.telemetry = tel
+	servePprof(log)
 	return ctx, log, func() {
 		_ = tel.Shutdown(context.Background())
 		stop()

@@ -78,6 +78,14 @@ func DefaultDynamicConfig() map[string]any {
 		// its preflights and agents at once (Temporal's dev server sets
 		// 10,000).
 		"history.MaxBufferedQueryCount": 1000,
+		// Events that arrive while a workflow task runs are buffered; past
+		// 100 (the default) Temporal fails the task (ForceCloseCommand) and
+		// starts another with everything. A 1,000-node cluster's signals,
+		// asks and lease ends pass 100 within a second, so its tasks were
+		// failed one after another: 53 completed in 5 minutes, and it
+		// never continued as new. A real Temporal needs the same for such
+		// a fleet (docs/scheduling.md).
+		"history.maximumBufferedEventsBatch": 5000,
 		// A fleet's agents each long-poll their node's task queue: at
 		// 1,000 hollow nodes the default 1,200 concurrent polls per
 		// namespace turned the control worker's own polls away (its

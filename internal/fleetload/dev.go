@@ -114,6 +114,9 @@ func startDev(ctx context.Context, bin, dataDir, logDir string, wait time.Durati
 	cmd := exec.Command(bin, "dev", "--data-dir", dataDir, "--ip", "127.0.0.1",
 		"--api-port", "0", "--temporal-port", "0", "--ui-port", "0", "--s3-port", "0")
 	cmd.Env = baseEnv()
+	if addr := os.Getenv("TRAINYARD_PPROF"); addr != "" {
+		cmd.Env = append(cmd.Env, "TRAINYARD_PPROF="+addr) // the control plane's profiles, not the agents'
+	}
 	p, err := start("trainyard dev", cmd, filepath.Join(logDir, "dev.log"))
 	if err != nil {
 		return nil, err

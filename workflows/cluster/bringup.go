@@ -22,11 +22,13 @@ func batchedAgents(ctx workflow.Context) bool {
 	return workflow.GetVersion(ctx, "batched-agents", workflow.DefaultVersion, 1) == 1
 }
 
+const agentsStartToClose = 15 * time.Minute
+
 // agentsContext is the batch activities' options: a batch of SSH starts
 // takes minutes, and its heartbeats say it progresses.
 func agentsContext(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 15 * time.Minute,
+		StartToCloseTimeout: agentsStartToClose,
 		HeartbeatTimeout:    time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
@@ -53,7 +55,6 @@ func (c *controller) bringUp(ctx, actx workflow.Context, names []string) {
 		c.bringUpEach(ctx, actx, todo)
 		return
 	}
-	c.upBatched = true
 	bctx := agentsContext(ctx)
 	wg := workflow.NewWaitGroup(ctx)
 	for batch := range slices.Chunk(todo, agentBatch) {
@@ -66,13 +67,21 @@ func (c *controller) bringUp(ctx, actx workflow.Context, names []string) {
 	wg.Wait(ctx)
 }
 
-// startBatch starts one batch's agents, waits up to RegisterTimeout for
-// them to register (heartbeat says when each does) and stops those that
-// did not.
+// startBatch starts one batch's agents. Each has RegisterTimeout to
+// register (heartbeat says when it does); stopLate stops those that do
+// not. The command does not wait for them: a command running holds off
+// continue-as-new, and a 1,000-node `up` that waited for every
+// registration took 10,000 heartbeat signals into one run, Temporal's
+// limit, before it could continue.
 func (c *controller) startBatch(ctx, bctx workflow.Context, names []string) {
 	in := StartAgentsInput{Cluster: c.st.Name, Secret: c.st.Settings.JoinSecret, JoinKey: c.st.Settings.JoinKey, Heartbeat: c.st.Settings.HeartbeatTimeout / 3}
+	// Until the start returns (an agent may register before it does), the
+	// deadline is the start's longest time and RegisterTimeout.
+	by := workflow.Now(ctx).Add(agentsStartToClose + c.st.Settings.RegisterTimeout)
 	for _, name := range names {
-		in.Nodes = append(in.Nodes, c.st.Nodes[name].Spec)
+		n := c.st.Nodes[name]
+		in.Nodes = append(in.Nodes, n.Spec)
+		n.RegisterBy = by
 	}
 	var results []AgentResult
 	if err := workflow.ExecuteActivity(bctx, (*Activities).StartAgents, in).Get(ctx, &results); err != nil {
@@ -80,38 +89,51 @@ func (c *controller) startBatch(ctx, bctx workflow.Context, names []string) {
 			results = append(results, AgentResult{Node: name, Error: rootCause(err)})
 		}
 	}
-	var started []string
+	now := workflow.Now(ctx)
 	for _, r := range results {
 		n := c.st.Nodes[r.Node]
 		if n == nil {
 			continue
 		}
-		if r.Error != "" {
-			n.Health, n.Error = Failed, "start agent: "+r.Error
-			c.event(workflow.Now(ctx), "node %s failed to start: %s", r.Node, n.Error)
+		if r.Error != "" && n.LastBeat.IsZero() {
+			n.Health, n.Error, n.RegisterBy = Failed, "start agent: "+r.Error, time.Time{}
+			c.event(now, "node %s failed to start: %s", r.Node, n.Error)
 			continue
 		}
 		n.Handle = r.Handle
-		started = append(started, r.Node)
-	}
-	registered := func(name string) bool { return !c.st.Nodes[name].LastBeat.IsZero() }
-	if ok, _ := workflow.AwaitWithTimeout(ctx, c.st.Settings.RegisterTimeout, func() bool {
-		return !slices.ContainsFunc(started, func(name string) bool { return !registered(name) })
-	}); ok {
-		return
-	}
-	var late StopAgentsInput
-	for _, name := range started {
-		if n := c.st.Nodes[name]; !registered(name) {
-			n.Health = Failed
-			n.Error = fmt.Sprintf("agent started but did not register within %v", c.st.Settings.RegisterTimeout)
-			late.Nodes = append(late.Nodes, StopAgentInput{Node: n.Spec, Handle: n.Handle})
+		if n.LastBeat.IsZero() && r.Error == "" {
+			n.RegisterBy = now.Add(c.st.Settings.RegisterTimeout)
 		}
 	}
-	_ = workflow.ExecuteActivity(bctx, (*Activities).StopAgents, late).Get(ctx, nil)
-	for _, s := range late.Nodes {
-		c.event(workflow.Now(ctx), "node %s: %s; stopped it", s.Node.Name, c.st.Nodes[s.Node.Name].Error)
+}
+
+// stopLate fails the nodes whose agents were started but did not register
+// in time, and stops those agents so nothing is left half-started.
+func (c *controller) stopLate(ctx workflow.Context) {
+	now := workflow.Now(ctx)
+	var late StopAgentsInput
+	for _, name := range c.st.Order {
+		n := c.st.Nodes[name]
+		if n.RegisterBy.IsZero() || now.Before(n.RegisterBy) {
+			continue
+		}
+		n.RegisterBy = time.Time{}
+		if n.Health != Pending || !n.LastBeat.IsZero() {
+			continue
+		}
+		n.Health = Failed
+		n.Error = fmt.Sprintf("agent started but did not register within %v", c.st.Settings.RegisterTimeout)
+		late.Nodes = append(late.Nodes, StopAgentInput{Node: n.Spec, Handle: n.Handle})
 	}
+	if len(late.Nodes) == 0 {
+		return
+	}
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		_ = workflow.ExecuteActivity(agentsContext(gctx), (*Activities).StopAgents, late).Get(gctx, nil)
+		for _, s := range late.Nodes {
+			c.event(workflow.Now(gctx), "node %s: %s; stopped it", s.Node.Name, c.st.Nodes[s.Node.Name].Error)
+		}
+	})
 }
 
 // bringUpEach is bringUp of older histories: an activity and a

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -66,6 +67,24 @@ type leaseEnd struct {
 	Node, AgentID string
 	Outcome       leaseOutcome
 	Why           string
+	Timeout       time.Duration // the lease's heartbeat timeout
+}
+
+// leaseBeatsPerSecond caps the lease heartbeats one cluster takes, as
+// Nomad caps node heartbeats (max_heartbeats_per_second, 50, its TTL
+// growing with the fleet). Each is an update of the cluster execution's
+// state in Temporal, under its lock: at 1,000 nodes beating every 5 s,
+// 200 a second timed out ("context deadline exceeded"), nodes were
+// declared Dead and placements crawled. Clusters of more than 250 nodes
+// learn of a death later: after 60 ms per node, 60 s at 1,000.
+const leaseBeatsPerSecond = 50
+
+// leaseTimeout is a lease's heartbeat timeout: the cluster's
+// heartbeat_timeout, or longer where the fleet's lease beats would pass
+// leaseBeatsPerSecond.
+func (c *controller) leaseTimeout() time.Duration {
+	every := time.Duration(len(c.st.Nodes)) * time.Second / leaseBeatsPerSecond
+	return max(c.st.Settings.HeartbeatTimeout, 3*every)
 }
 
 // lease is a running lease activity.
@@ -128,7 +147,7 @@ func (c *controller) startLease(ctx workflow.Context, name string, n *nodeState)
 		c.judgeByBeats(workflow.Now(ctx), name, fmt.Sprintf("the cluster holds %d leases already", maxLeases))
 		return
 	}
-	timeout := c.st.Settings.HeartbeatTimeout
+	timeout := c.leaseTimeout()
 	lctx, cancel := workflow.WithCancel(ctx)
 	actx := workflow.WithActivityOptions(lctx, workflow.ActivityOptions{
 		TaskQueue:              NodeQueue(c.st.Name, name),
@@ -143,7 +162,7 @@ func (c *controller) startLease(ctx workflow.Context, name string, n *nodeState)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		err := f.Get(gctx, nil)
 		outcome, why := classifyLease(err)
-		c.leases.ended.Send(gctx, leaseEnd{Node: name, AgentID: req.AgentID, Outcome: outcome, Why: why})
+		c.leases.ended.Send(gctx, leaseEnd{Node: name, AgentID: req.AgentID, Outcome: outcome, Why: why, Timeout: timeout})
 	})
 }
 
@@ -203,7 +222,7 @@ func (c *controller) leaseEnded(now time.Time, e leaseEnd) {
 		c.judgeByBeats(now, e.Node, "its agent holds no lease (an older agent)")
 	case leaseLost:
 		if n.Health == Healthy || n.Health == Idle {
-			c.declareDead(now, e.Node, "lease lost: "+leaseWhy(e.Why, c.st.Settings.HeartbeatTimeout))
+			c.declareDead(now, e.Node, "lease lost: "+leaseWhy(e.Why, cmp.Or(e.Timeout, c.st.Settings.HeartbeatTimeout)))
 		}
 	}
 }

@@ -432,11 +432,14 @@ type nodeState struct {
 	Undrained string             `json:"undrained,omitempty"`
 	Reported  resources.Capacity `json:"reported"`
 	// Address is the one its agent advertises (empty before it reports one).
-	Address  string    `json:"address,omitempty"`
-	GPUUtil  []int     `json:"gpu_util,omitempty"`
-	LastBeat time.Time `json:"last_beat"`
-	AgentID  string    `json:"agent_id,omitempty"`
-	AgentPID int       `json:"agent_pid,omitempty"`
+	Address string `json:"address,omitempty"`
+	GPUUtil []int  `json:"gpu_util,omitempty"`
+	// RegisterBy: an agent started in a batch that has not registered by
+	// then is stopped, and its node Failed (bringup.go).
+	RegisterBy time.Time `json:"register_by,omitzero"`
+	LastBeat   time.Time `json:"last_beat"`
+	AgentID    string    `json:"agent_id,omitempty"`
+	AgentPID   int       `json:"agent_pid,omitempty"`
 	// LastSeq is the sequence number of the last heartbeat accepted.
 	LastSeq int64 `json:"last_seq,omitempty"`
 	// KeyID is the join token its agent signs with ("" for the cluster's own).

@@ -151,6 +151,7 @@ func Workflow(ctx workflow.Context, st State) error {
 		sel.AddFuture(timer, func(workflow.Future) {
 			timer = nil
 			c.checkHealth(workflow.Now(ctx))
+			c.stopLate(ctx)
 			rec.maybeStart(ctx, c)
 		})
 		sel.AddReceive(rec.done, func(ch workflow.ReceiveChannel, _ bool) {
@@ -239,9 +240,6 @@ type controller struct {
 	leases *leases
 	// cycle is the scheduling cycle (cycle.go).
 	cycle *cycle
-	// upBatched: this run starts agents in batches (bringup.go), and a
-	// node's first beat is its registration event.
-	upBatched bool
 }
 
 func newController(ctx workflow.Context, st *State) *controller {
@@ -519,7 +517,8 @@ func (c *controller) heartbeat(now time.Time, hb Heartbeat) {
 	if n.Health == Dead {
 		c.event(now, "node %s is back", hb.Node)
 	}
-	if n.Health == Pending && n.LastBeat.IsZero() && c.upBatched {
+	if !n.RegisterBy.IsZero() {
+		n.RegisterBy = time.Time{}
 		c.event(now, "node %s registered (agent pid %d)", hb.Node, hb.PID)
 	}
 	switch {
