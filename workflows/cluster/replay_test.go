@@ -28,9 +28,12 @@ import (
 // a packed state as its input (three hollow nodes; six jobs, three
 // trainings of one config and a gang of three submitted together, decided
 // in cycles by AdmitBatch local activities, one training and the gang
-// waiting; a drain and an undrain).
+// waiting; a drain and an undrain), and history-v8.json, recorded with
+// batched-agents (four hollow nodes started by one StartAgents, three
+// registering, the fourth Failed after register_timeout and stopped by
+// StopAgents; five jobs; down, the rest stopped in one batch).
 func TestReplay(t *testing.T) {
-	for _, file := range []string{"testdata/history.json", "testdata/history-v2.json", "testdata/history-v3.json", "testdata/history-v4.json", "testdata/history-v5.json", "testdata/history-v6.json", "testdata/history-v7.json"} {
+	for _, file := range []string{"testdata/history.json", "testdata/history-v2.json", "testdata/history-v3.json", "testdata/history-v4.json", "testdata/history-v5.json", "testdata/history-v6.json", "testdata/history-v7.json", "testdata/history-v8.json"} {
 		replaytest.Replay(t, Workflow, Name, file)
 	}
 }
