@@ -55,13 +55,19 @@ func (c *controller) bringUp(ctx, actx workflow.Context, names []string) {
 		c.bringUpEach(ctx, actx, todo)
 		return
 	}
+	inBatches(ctx, todo, c.startBatch)
+}
+
+// inBatches runs do for each agentBatch of names side by side, with the
+// batch activities' options, and waits for all of them.
+func inBatches(ctx workflow.Context, names []string, do func(ctx, bctx workflow.Context, batch []string)) {
 	bctx := agentsContext(ctx)
 	wg := workflow.NewWaitGroup(ctx)
-	for batch := range slices.Chunk(todo, agentBatch) {
+	for batch := range slices.Chunk(names, agentBatch) {
 		wg.Add(1)
 		workflow.Go(ctx, func(gctx workflow.Context) {
 			defer wg.Done()
-			c.startBatch(gctx, bctx, batch)
+			do(gctx, bctx, batch)
 		})
 	}
 	wg.Wait(ctx)
@@ -198,29 +204,25 @@ func (c *controller) bringDown(ctx, actx workflow.Context, names []string) {
 		c.stopEach(ctx, actx, todo)
 		return
 	}
-	bctx := agentsContext(ctx)
-	wg := workflow.NewWaitGroup(ctx)
-	for batch := range slices.Chunk(todo, agentBatch) {
-		wg.Add(1)
-		workflow.Go(ctx, func(gctx workflow.Context) {
-			defer wg.Done()
-			var in StopAgentsInput
-			for _, name := range batch {
-				n := c.st.Nodes[name]
-				in.Nodes = append(in.Nodes, StopAgentInput{Node: n.Spec, Handle: n.Handle})
-			}
-			var results []AgentResult
-			if err := workflow.ExecuteActivity(bctx, (*Activities).StopAgents, in).Get(gctx, &results); err != nil {
-				for _, name := range batch {
-					results = append(results, AgentResult{Node: name, Error: rootCause(err)})
-				}
-			}
-			for _, r := range results {
-				c.stopped(workflow.Now(gctx), r.Node, r.Error)
-			}
-		})
+	inBatches(ctx, todo, c.stopBatch)
+}
+
+// stopBatch stops one batch's agents.
+func (c *controller) stopBatch(ctx, bctx workflow.Context, names []string) {
+	var in StopAgentsInput
+	for _, name := range names {
+		n := c.st.Nodes[name]
+		in.Nodes = append(in.Nodes, StopAgentInput{Node: n.Spec, Handle: n.Handle})
 	}
-	wg.Wait(ctx)
+	var results []AgentResult
+	if err := workflow.ExecuteActivity(bctx, (*Activities).StopAgents, in).Get(ctx, &results); err != nil {
+		for _, name := range names {
+			results = append(results, AgentResult{Node: name, Error: rootCause(err)})
+		}
+	}
+	for _, r := range results {
+		c.stopped(workflow.Now(ctx), r.Node, r.Error)
+	}
 }
 
 // stopEach stops agents as older histories did: an activity per node.
