@@ -172,6 +172,7 @@ func (b *heartbeater) run(ctx context.Context, wake <-chan struct{}, stop func()
 		select {
 		case <-ctx.Done():
 			if stop != nil && stop() {
+				b.retryAt = time.Time{} // the last word is tried whatever the backoff
 				_ = b.beat(context.WithoutCancel(ctx))
 			}
 			return nil
