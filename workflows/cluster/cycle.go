@@ -40,6 +40,12 @@ type cycle struct {
 	// parks: versioned park-waiting-asks (older histories answered every
 	// waiting ask at once).
 	parks bool
+	// closeFast: versioned closing-answers-asks. A closing run answers the
+	// asks still waiting for a cycle with ErrRetry instead of deciding
+	// them: under load, a 1,000-node cluster deciding 500 of them in
+	// 256-ask cycles of 6-11 s each did not continue as new for minutes
+	// while signals passed its history limit.
+	closeFast bool
 	// busy is true while a batch is decided; closing once the run is to
 	// continue as new: new asks are refused (ErrRetry) and the run waits
 	// until the asks it took are answered.
@@ -90,6 +96,11 @@ const maxRunUpdates = 1500
 // is continuing as new: asked again, it reaches the next run.
 const ErrRetry = "Retry"
 
+// errContinuing answers an ask the closing run does not decide.
+func (c *controller) errContinuing() error {
+	return temporal.NewApplicationError("cluster "+c.st.Name+" is continuing as new; ask again", ErrRetry)
+}
+
 func (cy *cycle) idle() bool { return !cy.busy && len(cy.asks) == 0 && len(cy.parked) == 0 }
 
 // parkFor is the longest an ask is held open: under the Allocate
@@ -131,7 +142,7 @@ func (c *controller) next(ctx workflow.Context) ([]*ask, error) {
 	for _, a := range cy.parked {
 		switch {
 		case cy.closing:
-			a.answer(Allocation{}, temporal.NewApplicationError("cluster "+c.st.Name+" is continuing as new; ask again", ErrRetry))
+			a.answer(Allocation{}, c.errContinuing())
 		case !now.Before(a.until):
 			a.answer(Allocation{}, a.waits)
 		default:
@@ -139,6 +150,12 @@ func (c *controller) next(ctx workflow.Context) ([]*ask, error) {
 		}
 	}
 	cy.parked = kept
+	if cy.closing && cy.closeFast {
+		for _, a := range cy.asks {
+			a.answer(Allocation{}, c.errContinuing())
+		}
+		cy.asks = nil
+	}
 	batch := cy.asks
 	cy.asks = nil
 	if cy.wake {

@@ -224,3 +224,45 @@ func TestParkedAskIsPlacedWhenRoomFrees(t *testing.T) {
 		}
 	}
 }
+
+// closingAsk asks for j1 through a cycle whose run is closing (continuing
+// as new), with closing-answers-asks on or off, and returns its answer.
+func closingAsk(ctx workflow.Context, st State, closeFast bool) (string, error) {
+	c := newController(ctx, &st)
+	c.cycle.on, c.cycle.closeFast, c.cycle.closing = true, closeFast, true
+	c.startCycle(ctx)
+	w := jobSpec("j1", 1, 0, 100)
+	a, err := c.allocateUpdate(ctx, AllocateRequest{JobID: "j1", Work: &w})
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Type(), nil
+	}
+	return a.Node, err
+}
+
+// TestClosingRunAnswersWaitingAsks: asks still waiting for a cycle when the
+// run is to continue as new are answered Retry (asked again, they reach
+// the next run) instead of decided: under load, deciding them held the
+// run open for minutes while signals passed its history limit.
+func TestClosingRunAnswersWaitingAsks(t *testing.T) {
+	for _, tc := range []struct {
+		closeFast bool
+		want      string
+	}{{false, "n1"}, {true, ErrRetry}} {
+		var s testsuite.WorkflowTestSuite
+		env := s.NewTestWorkflowEnvironment()
+		env.RegisterWorkflow(closingAsk)
+		env.RegisterActivity(&Activities{})
+		capacity := resources.Capacity{CPUs: 4, MemoryMB: 16000}
+		st := State{Name: "lab", Desired: "up", Settings: Settings{JoinSecret: "s"}.withDefaults(), Order: []string{"n1"},
+			Nodes: map[string]*nodeState{"n1": {Health: Idle, Reported: capacity, LastBeat: env.Now(), AgentID: "a1"}}}
+		env.ExecuteWorkflow(closingAsk, st, tc.closeFast)
+		var got string
+		if err := env.GetWorkflowResult(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("closing-answers-asks %v: %q, want %q", tc.closeFast, got, tc.want)
+		}
+	}
+}

@@ -52,6 +52,7 @@ func Workflow(ctx workflow.Context, st State) error {
 	// (admitAndAllocate).
 	if c.cycle.on = workflow.GetVersion(ctx, "scheduling-cycle", workflow.DefaultVersion, 1) == 1; c.cycle.on {
 		c.cycle.parks = workflow.GetVersion(ctx, "park-waiting-asks", workflow.DefaultVersion, 1) == 1
+		c.cycle.closeFast = workflow.GetVersion(ctx, "closing-answers-asks", workflow.DefaultVersion, 1) == 1
 		c.startCycle(ctx)
 	}
 	// Versioned: older histories dropped the records pruned beyond
@@ -77,7 +78,7 @@ func Workflow(ctx workflow.Context, st State) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAllocate, c.allocateUpdate, workflow.UpdateHandlerOptions{
 		Validator: func(req AllocateRequest) error {
 			if c.cycle.closing {
-				return temporal.NewApplicationError("cluster "+st.Name+" is continuing as new; ask again", ErrRetry)
+				return c.errContinuing()
 			}
 			if req.JobID == "" || req.CPUs < 0 || req.GPUs < 0 || req.MemoryMB < 0 {
 				return errors.New("allocate: job_id required, resources must be >= 0")
