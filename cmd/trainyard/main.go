@@ -89,7 +89,7 @@ func (g *globals) boot(ctx context.Context, service string) (context.Context, *s
 		return ctx, nil, nil, err
 	}
 	g.telemetry = tel
-	servePprof(log)
+	servePprof(log, service)
 	return ctx, log, func() {
 		_ = tel.Shutdown(context.Background())
 		stop()
