@@ -34,9 +34,8 @@ func agentsContext(ctx workflow.Context) workflow.Context {
 	})
 }
 
-// bringUp starts the agents of names and waits for each to register or
-// fail; a node that never registers is stopped again so nothing is left
-// half-started.
+// bringUp starts the agents of names. It does not wait for them to
+// register (startBatch); older histories did (bringUpEach).
 func (c *controller) bringUp(ctx, actx workflow.Context, names []string) {
 	var todo []string
 	for _, name := range names {
@@ -48,26 +47,27 @@ func (c *controller) bringUp(ctx, actx workflow.Context, names []string) {
 		n.LastBeat = time.Time{}
 		todo = append(todo, name)
 	}
-	if len(todo) == 0 {
+	forAgents(ctx, actx, todo, c.bringUpEach, c.startBatch)
+}
+
+// forAgents runs each over names as older histories did (an activity per
+// node), or batch over each agentBatch of them side by side, with the
+// batch activities' options, and waits for all of them.
+func forAgents(ctx, actx workflow.Context, names []string, each, batch func(ctx, actx workflow.Context, names []string)) {
+	if len(names) == 0 {
 		return
 	}
 	if !batchedAgents(ctx) {
-		c.bringUpEach(ctx, actx, todo)
+		each(ctx, actx, names)
 		return
 	}
-	inBatches(ctx, todo, c.startBatch)
-}
-
-// inBatches runs do for each agentBatch of names side by side, with the
-// batch activities' options, and waits for all of them.
-func inBatches(ctx workflow.Context, names []string, do func(ctx, bctx workflow.Context, batch []string)) {
 	bctx := agentsContext(ctx)
 	wg := workflow.NewWaitGroup(ctx)
-	for batch := range slices.Chunk(names, agentBatch) {
+	for b := range slices.Chunk(names, agentBatch) {
 		wg.Add(1)
 		workflow.Go(ctx, func(gctx workflow.Context) {
 			defer wg.Done()
-			do(gctx, bctx, batch)
+			batch(gctx, bctx, b)
 		})
 	}
 	wg.Wait(ctx)
@@ -197,14 +197,7 @@ func (c *controller) bringDown(ctx, actx workflow.Context, names []string) {
 			todo = append(todo, name)
 		}
 	}
-	if len(todo) == 0 {
-		return
-	}
-	if !batchedAgents(ctx) {
-		c.stopEach(ctx, actx, todo)
-		return
-	}
-	inBatches(ctx, todo, c.stopBatch)
+	forAgents(ctx, actx, todo, c.stopEach, c.stopBatch)
 }
 
 // stopBatch stops one batch's agents.

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -222,7 +221,7 @@ func (c *controller) leaseEnded(now time.Time, e leaseEnd) {
 		c.judgeByBeats(now, e.Node, "its agent holds no lease (an older agent)")
 	case leaseLost:
 		if n.Health == Healthy || n.Health == Idle {
-			c.declareDead(now, e.Node, "lease lost: "+leaseWhy(e.Why, cmp.Or(e.Timeout, c.st.Settings.HeartbeatTimeout)))
+			c.declareDead(now, e.Node, "lease lost: "+leaseWhy(e.Why, e.Timeout))
 		}
 	}
 }

@@ -45,7 +45,7 @@ func TestLeaseEnds(t *testing.T) {
 			looks := 0
 			for range tc.times {
 				outcome, why := classifyLease(tc.err)
-				c.leaseEnded(now, leaseEnd{Node: "n1", AgentID: tc.agent, Outcome: outcome, Why: why})
+				c.leaseEnded(now, leaseEnd{Node: "n1", AgentID: tc.agent, Outcome: outcome, Why: why, Timeout: 15 * time.Second})
 				looks += len(c.leases.want)
 				c.leases.want = nil
 			}
