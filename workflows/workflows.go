@@ -58,6 +58,7 @@ func Register(w worker.Registry, d Deps) {
 	w.RegisterWorkflowWithOptions(pluginrun.Workflow, workflow.RegisterOptions{Name: pluginrun.Name})
 	w.RegisterActivity(&pluginrun.Activities{Runtime: d.Plugins, Store: pluginstore.New(d.Store)})
 	w.RegisterWorkflowWithOptions(cluster.Workflow, workflow.RegisterOptions{Name: cluster.Name})
+	w.RegisterWorkflowWithOptions(cluster.LeaseGroup, workflow.RegisterOptions{Name: cluster.LeaseGroupName})
 	w.RegisterActivity(&cluster.Activities{Temporal: d.Client, Provisioners: d.Provisioners, Tokens: d.Store, Launch: d.Launch, Decide: d.Decide})
 	w.RegisterWorkflowWithOptions(job.Workflow, workflow.RegisterOptions{Name: job.Name})
 	w.RegisterActivity(&job.Activities{Client: d.Client, Params: d.Params})

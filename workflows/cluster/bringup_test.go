@@ -20,8 +20,9 @@ import (
 )
 
 // upEnv is a cluster workflow with the batch activities faked: start
-// fails for nodes named "bad-…", and stop records what it stopped.
-func upEnv(t *testing.T, stopped *[]string) *testsuite.TestWorkflowEnvironment {
+// fails for nodes named "bad-…", stop records what it stopped, and the
+// node groups' holds are recorded (holds may be nil).
+func upEnv(t *testing.T, stopped *[]string, holds *[]HoldLeasesInput) *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(time.Minute)
@@ -51,6 +52,14 @@ func upEnv(t *testing.T, stopped *[]string) *testsuite.TestWorkflowEnvironment {
 	env.RegisterActivityWithOptions(func(ctx context.Context, _ LeaseRequest) error {
 		return errors.New("unable to find activityType=HoldLease") // judged by beats
 	}, activity.RegisterOptions{Name: "HoldLease"})
+	env.RegisterActivityWithOptions(func(_ context.Context, in HoldLeasesInput) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if holds != nil {
+			*holds = append(*holds, in)
+		}
+		return nil
+	}, activity.RegisterOptions{Name: holdLeases})
 	return env
 }
 
@@ -68,7 +77,7 @@ func upCommand(names ...string) Command {
 // register_timeout and its agent stopped.
 func TestUpRegistersFailsAndStops(t *testing.T) {
 	var stopped []string
-	env := upEnv(t, &stopped)
+	env := upEnv(t, &stopped, nil)
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalCommand, upCommand("n1", "n2", "bad-1")) }, time.Second)
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(SignalHeartbeat, Heartbeat{Node: "n1", AgentID: "a1", Secret: "s", Seq: 1, Resources: resources.Capacity{CPUs: 4, MemoryMB: 8000}})
@@ -114,7 +123,7 @@ func TestUpRegistersFailsAndStops(t *testing.T) {
 // signals into one run, Temporal's limit, before it could continue.
 func TestUpDoesNotHoldOffContinueAsNew(t *testing.T) {
 	var stopped []string
-	env := upEnv(t, &stopped)
+	env := upEnv(t, &stopped, nil)
 	var names []string
 	for i := range 20 {
 		names = append(names, fmt.Sprintf("n%d", i))

@@ -3,7 +3,6 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -61,12 +60,16 @@ const (
 	leaseUnsupported leaseOutcome = "unsupported" // an agent that holds no leases
 )
 
-// leaseEnd is a lease activity's end, sent to the main loop.
-type leaseEnd struct {
-	Node, AgentID string
-	Outcome       leaseOutcome
-	Why           string
-	Timeout       time.Duration // the lease's heartbeat timeout
+// LeaseEnd is a lease activity's end: sent to the main loop by the run's
+// own lease coroutines, or signalled (SignalLeaseEnded) by the node-group
+// workflow that held it.
+type LeaseEnd struct {
+	Node    string       `json:"node"`
+	AgentID string       `json:"agent_id"`
+	Outcome leaseOutcome `json:"outcome"`
+	Why     string       `json:"why,omitempty"`
+	// Timeout is the lease's heartbeat timeout.
+	Timeout time.Duration `json:"timeout"`
 }
 
 // leaseBeatsPerSecond caps the lease heartbeats one cluster takes, as
@@ -86,24 +89,42 @@ func (c *controller) leaseTimeout() time.Duration {
 	return max(c.st.Settings.HeartbeatTimeout, 3*every)
 }
 
-// lease is a running lease activity.
+// lease is a running lease: its activity in this run (cancel), or its
+// hold in a node-group workflow (group).
 type lease struct {
 	agentID string
 	cancel  workflow.CancelFunc
+	group   int
 }
 
-// leases are the lease activities of one workflow run (not state: a run
-// continued as new starts its own).
+// leases are the lease activities of one workflow run, or (lease-groups)
+// what this run asked the node groups to hold. Not state: a run continued
+// as new asks again.
 type leases struct {
-	on      bool
+	on bool
+	// groups: node-group workflows hold the leases (leasegroup.go), so
+	// their heartbeats, pending activities and coroutines are not this
+	// execution's.
+	groups  bool
 	running map[string]lease // by node
 	failed  map[string]int   // leases in a row the node's agent ended with an error
 	want    []string         // nodes to look at: start, renew or drop
-	ended   workflow.Channel
+	wanted  map[string]bool  // want as a set
+	ended   workflow.ReceiveChannel
+	own     workflow.Channel // ends of this run's own lease activities (before lease-groups)
+	out     *leaseOutbox     // holds not yet sent to the groups (lease-groups)
 }
 
-func newLeases(ctx workflow.Context, on bool) *leases {
-	return &leases{on: on, running: map[string]lease{}, failed: map[string]int{}, ended: workflow.NewBufferedChannel(ctx, maxLeases)}
+func newLeases(ctx workflow.Context, on, groups bool) *leases {
+	l := &leases{on: on, groups: on && groups, running: map[string]lease{}, failed: map[string]int{}, wanted: map[string]bool{}}
+	if l.groups {
+		l.ended = workflow.GetSignalChannel(ctx, SignalLeaseEnded)
+		l.out = &leaseOutbox{}
+	} else {
+		l.own = workflow.NewBufferedChannel(ctx, maxLeases)
+		l.ended = l.own
+	}
+	return l
 }
 
 // judgedByLease says whether n's health is its lease's: checkHealth leaves
@@ -114,9 +135,15 @@ func (c *controller) judgedByLease(n *nodeState) bool {
 
 // touchLease asks the main loop to look at name's lease.
 func (c *controller) touchLease(name string) {
-	if c.leases != nil && c.leases.on && !slices.Contains(c.leases.want, name) {
-		c.leases.want = append(c.leases.want, name)
+	l := c.leases
+	if l == nil || !l.on || l.wanted[name] {
+		return
 	}
+	if l.wanted == nil {
+		l.wanted = map[string]bool{}
+	}
+	l.wanted[name] = true
+	l.want = append(l.want, name)
 }
 
 // syncLeases starts a lease for each touched node that is live and has
@@ -124,45 +151,74 @@ func (c *controller) touchLease(name string) {
 func (c *controller) syncLeases(ctx workflow.Context) {
 	want := c.leases.want
 	c.leases.want = nil
+	clear(c.leases.wanted)
 	for _, name := range want {
 		n := c.st.Nodes[name]
 		l, held := c.leases.running[name]
 		live := n != nil && (n.Health == Healthy || n.Health == Idle) && n.AgentID != "" && !n.NoLease
 		switch {
 		case held && (!live || l.agentID != n.AgentID):
-			l.cancel()
-			delete(c.leases.running, name)
+			c.letGo(name, l)
 			if live {
 				c.startLease(ctx, name, n)
 			}
 		case !held && live:
 			c.startLease(ctx, name, n)
+		case !held && n != nil && n.LeaseGroup != 0 && c.leases.groups:
+			// A group may hold a lease an earlier run asked for.
+			c.leases.out.add(n.LeaseGroup, LeaseHold{Node: name})
+			n.LeaseGroup = 0
 		}
 	}
 }
 
+func (c *controller) letGo(name string, l lease) {
+	delete(c.leases.running, name)
+	if l.cancel != nil {
+		l.cancel()
+		return
+	}
+	c.leases.out.add(l.group, LeaseHold{Node: name})
+	if n := c.st.Nodes[name]; n != nil {
+		n.LeaseGroup = 0 // told once; its next lease may be in another group
+	}
+}
+
 func (c *controller) startLease(ctx workflow.Context, name string, n *nodeState) {
+	timeout := c.leaseTimeout()
+	if c.leases.groups {
+		g := c.leaseGroup(n)
+		c.leases.running[name] = lease{agentID: n.AgentID, group: g}
+		c.leases.out.add(g, LeaseHold{Node: name, AgentID: n.AgentID, Timeout: timeout})
+		return
+	}
 	if len(c.leases.running) >= maxLeases {
 		c.judgeByBeats(workflow.Now(ctx), name, fmt.Sprintf("the cluster holds %d leases already", maxLeases))
 		return
 	}
-	timeout := c.leaseTimeout()
+	cancel := holdLease(ctx, c.st.Name, LeaseHold{Node: name, AgentID: n.AgentID, Timeout: timeout}, c.leases.own)
+	c.leases.running[name] = lease{agentID: n.AgentID, cancel: cancel}
+}
+
+// holdLease runs one lease activity on the node's task queue and sends
+// its end to ended.
+func holdLease(ctx workflow.Context, cluster string, h LeaseHold, ended workflow.Channel) workflow.CancelFunc {
 	lctx, cancel := workflow.WithCancel(ctx)
 	actx := workflow.WithActivityOptions(lctx, workflow.ActivityOptions{
-		TaskQueue:              NodeQueue(c.st.Name, name),
-		ScheduleToStartTimeout: timeout,
-		StartToCloseTimeout:    leaseTerm + timeout,
-		HeartbeatTimeout:       timeout,
+		TaskQueue:              NodeQueue(cluster, h.Node),
+		ScheduleToStartTimeout: h.Timeout,
+		StartToCloseTimeout:    leaseTerm + h.Timeout,
+		HeartbeatTimeout:       h.Timeout,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
-	req := LeaseRequest{Node: name, AgentID: n.AgentID, Every: timeout / 3, Term: leaseTerm}
-	c.leases.running[name] = lease{agentID: n.AgentID, cancel: cancel}
+	req := LeaseRequest{Node: h.Node, AgentID: h.AgentID, Every: h.Timeout / 3, Term: leaseTerm}
 	f := workflow.ExecuteActivity(actx, (*AgentActivities).HoldLease, req)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		err := f.Get(gctx, nil)
 		outcome, why := classifyLease(err)
-		c.leases.ended.Send(gctx, leaseEnd{Node: name, AgentID: req.AgentID, Outcome: outcome, Why: why, Timeout: timeout})
+		ended.Send(gctx, LeaseEnd{Node: h.Node, AgentID: h.AgentID, Outcome: outcome, Why: why, Timeout: h.Timeout})
 	})
+	return cancel
 }
 
 func classifyLease(err error) (leaseOutcome, string) {
@@ -195,11 +251,14 @@ const maxLeaseFailures = 3
 // agent makes the node Dead; a finished term is renewed; a lease an older
 // agent process held, or one refused by the agent there now, changes
 // nothing (the new process registers with its own beat).
-func (c *controller) leaseEnded(now time.Time, e leaseEnd) {
+func (c *controller) leaseEnded(now time.Time, e LeaseEnd) {
+	n := c.st.Nodes[e.Node]
 	if l, ok := c.leases.running[e.Node]; ok && l.agentID == e.AgentID {
 		delete(c.leases.running, e.Node)
+		if c.leases.groups && n != nil {
+			n.LeaseGroup = 0 // the group let it go when it reported
+		}
 	}
-	n := c.st.Nodes[e.Node]
 	if n == nil || n.AgentID != e.AgentID {
 		return
 	}
@@ -248,7 +307,7 @@ func leaseWhy(timeoutType string, d time.Duration) string {
 // takeLeaseEnds applies every lease end already received.
 func (c *controller) takeLeaseEnds(ctx workflow.Context) {
 	for c.leases != nil {
-		var e leaseEnd
+		var e LeaseEnd
 		if !c.leases.ended.ReceiveAsync(&e) {
 			return
 		}

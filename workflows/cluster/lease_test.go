@@ -45,9 +45,10 @@ func TestLeaseEnds(t *testing.T) {
 			looks := 0
 			for range tc.times {
 				outcome, why := classifyLease(tc.err)
-				c.leaseEnded(now, leaseEnd{Node: "n1", AgentID: tc.agent, Outcome: outcome, Why: why, Timeout: 15 * time.Second})
+				c.leaseEnded(now, LeaseEnd{Node: "n1", AgentID: tc.agent, Outcome: outcome, Why: why, Timeout: 15 * time.Second})
 				looks += len(c.leases.want)
 				c.leases.want = nil
+				clear(c.leases.wanted)
 			}
 			n := c.st.Nodes["n1"]
 			if n.Health != tc.want || n.NoLease != tc.noLease || looks != tc.looks {

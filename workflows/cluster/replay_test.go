@@ -31,9 +31,20 @@ import (
 // waiting; a drain and an undrain), and history-v8.json, recorded with
 // batched-agents (four hollow nodes started by one StartAgents, three
 // registering, the fourth Failed after register_timeout and stopped by
-// StopAgents; five jobs; down, the rest stopped in one batch).
+// StopAgents; five jobs; down, the rest stopped in one batch), and
+// history-v9.json, recorded with lease-groups (three hollow nodes whose
+// leases node group 1 held; five jobs; the agents killed, their leases
+// reported lost by the group and the nodes Dead; new agents, the nodes
+// back; down, the leases let go before the workflow completed).
 func TestReplay(t *testing.T) {
-	for _, file := range []string{"testdata/history.json", "testdata/history-v2.json", "testdata/history-v3.json", "testdata/history-v4.json", "testdata/history-v5.json", "testdata/history-v6.json", "testdata/history-v7.json", "testdata/history-v8.json"} {
+	for _, file := range []string{"testdata/history.json", "testdata/history-v2.json", "testdata/history-v3.json", "testdata/history-v4.json", "testdata/history-v5.json", "testdata/history-v6.json", "testdata/history-v7.json", "testdata/history-v8.json", "testdata/history-v9.json"} {
 		replaytest.Replay(t, Workflow, Name, file)
 	}
+}
+
+// TestReplayLeaseGroup: testdata/leasegroup-v1.json is a node group
+// holding three leases whose agents were killed: each lease timed out,
+// was reported to the cluster, and the group completed holding none.
+func TestReplayLeaseGroup(t *testing.T) {
+	replaytest.Replay(t, LeaseGroup, LeaseGroupName, "testdata/leasegroup-v1.json")
 }

@@ -446,8 +446,11 @@ type nodeState struct {
 	KeyID string `json:"key_id,omitempty"`
 	// NoLease: its agent holds no lease (an older one, or the cluster holds
 	// maxLeases), so its heartbeat signals decide its health.
-	NoLease   bool             `json:"no_lease,omitempty"`
-	Allocated map[string]Usage `json:"allocated,omitempty"` // by job id
+	NoLease bool `json:"no_lease,omitempty"`
+	// LeaseGroup is the node-group workflow that holds its lease (from 1;
+	// 0 before its first, leasegroup.go).
+	LeaseGroup int              `json:"lease_group,omitzero"`
+	Allocated  map[string]Usage `json:"allocated,omitempty"` // by job id map[string]Usage `json:"allocated,omitempty"` // by job id
 }
 
 // State is carried across continue-as-new.

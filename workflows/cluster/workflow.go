@@ -44,7 +44,13 @@ func Workflow(ctx workflow.Context, st State) error {
 	}
 	c := newController(ctx, &st)
 	// Versioned: older histories judged every node by heartbeat signals.
-	c.leases = newLeases(ctx, workflow.GetVersion(ctx, "liveness-leases", workflow.DefaultVersion, 1) == 1)
+	// Versioned (lease-groups): older histories held the leases in this
+	// execution.
+	on := workflow.GetVersion(ctx, "liveness-leases", workflow.DefaultVersion, 1) == 1
+	c.leases = newLeases(ctx, on, on && workflow.GetVersion(ctx, "lease-groups", workflow.DefaultVersion, 1) == 1)
+	if c.leases.groups {
+		c.sendLeases(ctx)
+	}
 	for _, name := range st.Order {
 		c.touchLease(name) // a run continued as new holds none yet
 	}
@@ -163,7 +169,7 @@ func Workflow(ctx workflow.Context, st State) error {
 		})
 		sel.AddReceive(finished, func(ch workflow.ReceiveChannel, _ bool) { ch.Receive(ctx, nil) })
 		sel.AddReceive(c.leases.ended, func(ch workflow.ReceiveChannel, _ bool) {
-			var e leaseEnd
+			var e LeaseEnd
 			ch.Receive(ctx, &e)
 			c.leaseEnded(workflow.Now(ctx), e)
 		})
@@ -177,8 +183,10 @@ func Workflow(ctx workflow.Context, st State) error {
 		sel.Select(ctx)
 
 		if !running && len(st.Pending) == 0 && st.Desired == "down" && allStopped(st.Nodes) && commands.Len() == 0 {
-			c.event(workflow.Now(ctx), "cluster is down; workflow completes")
-			return nil
+			if c.letGoAll(ctx); commands.Len() == 0 {
+				c.event(workflow.Now(ctx), "cluster is down; workflow completes")
+				return nil
+			}
 		}
 		if !running && (workflow.GetInfo(ctx).GetCurrentHistoryLength() > c.historyLimit() || c.cycle.updates >= maxRunUpdates) {
 			if c.cycle.on {
@@ -200,7 +208,7 @@ func Workflow(ctx workflow.Context, st State) error {
 // With leases each run begins with one lease per live node, so the limit
 // grows with them: a run must outlast its own start.
 func (c *controller) historyLimit() int {
-	if !c.leases.on {
+	if !c.leases.on || c.leases.groups {
 		return c.st.Settings.HistoryLimit
 	}
 	return c.st.Settings.HistoryLimit + 4*len(c.leases.running)
@@ -245,7 +253,7 @@ type controller struct {
 
 func newController(ctx workflow.Context, st *State) *controller {
 	return &controller{st: st, params: params.Default(), beats: workflow.GetSignalChannel(ctx, SignalHeartbeat), releases: workflow.GetSignalChannel(ctx, SignalRelease),
-		admitting: workflow.NewMutex(ctx), leases: newLeases(ctx, false), cycle: &cycle{}}
+		admitting: workflow.NewMutex(ctx), leases: newLeases(ctx, false, false), cycle: &cycle{}}
 }
 
 // takeBuffered applies every heartbeat and release already received.
