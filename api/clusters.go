@@ -60,6 +60,11 @@ type clusterNameInput struct {
 	Name string `path:"name" maxLength:"63"`
 }
 
+type clusterStatusInput struct {
+	Name    string  `path:"name" maxLength:"63"`
+	MaxAgeS float64 `query:"max_age_s" minimum:"0" maximum:"30" doc:"When the cluster takes longer than 400 ms to answer (a busy cluster workflow), answer with its last status if it is at most this many seconds old (age_s then says how old). 0, the default, always waits for a fresh one."`
+}
+
 type joinTokenInput struct {
 	Name  string `path:"name" maxLength:"63"`
 	Label string `query:"label" maxLength:"64" doc:"What the token is for (a node, a pool), shown in cluster status."`
@@ -229,8 +234,8 @@ func (s *Server) registerClusters() {
 
 	huma.Register(s.API, op(http.MethodGet, "/v1/clusters/{name}", "cluster-status",
 		"Per-node health (Healthy/Idle/Dead/...), resources total and used, running jobs, recent events", auth.Viewer, "clusters"),
-		func(ctx context.Context, in *clusterNameInput) (*clusterStatusOutput, error) {
-			st, err := s.clusterStatus(ctx, in.Name)
+		func(ctx context.Context, in *clusterStatusInput) (*clusterStatusOutput, error) {
+			st, err := s.clusterStatusWithin(ctx, in.Name, time.Duration(in.MaxAgeS*float64(time.Second)))
 			if err != nil {
 				return nil, err
 			}

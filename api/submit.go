@@ -2,9 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
-	"net/http"
-	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -129,92 +126,20 @@ func (s *Server) preflight(ctx context.Context, st cluster.Status, u unit) (*dec
 	return made, nil
 }
 
-// statusCall is one in-flight query of a cluster's status.
-type statusCall struct {
-	done chan struct{}
-	st   cluster.Status
-	err  error
-}
-
-// statusCalls are the queries in flight, by cluster, and the latest
-// answer of each.
-type statusCalls struct {
-	mu     sync.Mutex
-	calls  map[string]*statusCall
-	latest map[string]snapshot
-}
-
-// snapshot is a status and when it was answered.
-type snapshot struct {
-	st cluster.Status
-	at time.Time
-}
-
-// snapshotAge is how old a status preflight may pass work on. Preflight
-// only fails fast: the cluster workflow decides admission and placement
-// again on its own state when it takes the work, and a refusal is checked
-// again on a fresh status, so a second-old view refuses nothing wrongly,
-// and a burst of submissions costs the busy cluster execution one query a
-// second instead of one each (a shared snapshot: read it, never change it).
-const snapshotAge = time.Second
-
 // clusterSnapshot is the cluster's status as of at most snapshotAge ago;
 // cached says it was not queried for this call.
-func (s *Server) clusterSnapshot(ctx context.Context, name string) (st cluster.Status, cached bool, err error) {
-	sc := &s.status
-	sc.mu.Lock()
-	last, ok := sc.latest[name]
-	sc.mu.Unlock()
-	if ok && time.Since(last.at) < snapshotAge {
-		return last.st, true, nil
-	}
-	st, err = s.clusterStatus(ctx, name)
-	var busy huma.StatusError // temporalErr's 429: too busy to answer
-	if errors.As(err, &busy) && busy.GetStatus() == http.StatusTooManyRequests && ok && time.Since(last.at) < staleSnapshotAge {
-		return last.st, true, nil // a busy cluster: the last view, not a 429
-	}
-	return st, false, err
+func (s *Server) clusterSnapshot(ctx context.Context, name string) (cluster.Status, bool, error) {
+	return s.status.snapshot(ctx, name, s.queryClusterStatus)
 }
 
-// staleSnapshotAge is how old a status preflight may pass work on when the
-// cluster execution is too busy to answer a query.
-const staleSnapshotAge = 30 * time.Second
+// clusterStatusWithin is clusterStatus, or a busy cluster's last status
+// if it is at most maxAge old (statusCalls.within).
+func (s *Server) clusterStatusWithin(ctx context.Context, name string, maxAge time.Duration) (cluster.Status, error) {
+	return s.status.within(ctx, name, maxAge, s.queryClusterStatus)
+}
 
-// clusterStatus returns the cluster's status. Concurrent callers share one
-// query: every query is a task on the control worker, and a burst of 200
-// submissions asking one by one made the last ones time out.
+// clusterStatus returns the cluster's status; concurrent callers share
+// one query (statusCalls.get).
 func (s *Server) clusterStatus(ctx context.Context, name string) (cluster.Status, error) {
-	sc := &s.status
-	sc.mu.Lock()
-	c, ok := sc.calls[name]
-	if !ok {
-		c = &statusCall{done: make(chan struct{})}
-		if sc.calls == nil {
-			sc.calls = map[string]*statusCall{}
-		}
-		sc.calls[name] = c
-		// Not the first caller's context: its cancellation must not fail the others.
-		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		go func() {
-			defer cancel()
-			c.st, c.err = s.queryClusterStatus(qctx, name)
-			sc.mu.Lock()
-			delete(sc.calls, name)
-			if c.err == nil {
-				if sc.latest == nil {
-					sc.latest = map[string]snapshot{}
-				}
-				sc.latest[name] = snapshot{c.st, time.Now()}
-			}
-			sc.mu.Unlock()
-			close(c.done)
-		}()
-	}
-	sc.mu.Unlock()
-	select {
-	case <-c.done:
-		return c.st, c.err
-	case <-ctx.Done():
-		return cluster.Status{}, temporalErr("cluster "+name, ctx.Err())
-	}
+	return s.status.get(ctx, name, s.queryClusterStatus)
 }

@@ -78,6 +78,7 @@ func newClusterCmd() *cobra.Command {
 	up.Flags().DurationVar(&hbTimeout, "heartbeat-timeout", 0, "a node silent this long is Dead (default 15s)")
 	_ = up.MarkFlagRequired("file")
 
+	var maxAge time.Duration
 	status := &cobra.Command{
 		Use:   "status NAME",
 		Short: "Per-node health and resources, like `ray status`",
@@ -88,12 +89,19 @@ func newClusterCmd() *cobra.Command {
 				return err
 			}
 			var st cluster.Status
-			if err := c.JSON(cmd.Context(), http.MethodGet, "/v1/clusters/"+url.PathEscape(args[0]), nil, &st); err != nil {
+			path := "/v1/clusters/" + url.PathEscape(args[0])
+			if maxAge > 0 {
+				path += fmt.Sprintf("?max_age_s=%g", maxAge.Seconds())
+			}
+			if err := c.JSON(cmd.Context(), http.MethodGet, path, nil, &st); err != nil {
 				return err
 			}
 			var q queue
 			qerr := c.JSON(cmd.Context(), http.MethodGet, "/v1/clusters/"+url.PathEscape(args[0])+"/queue", nil, &q)
 			return cf.print(os.Stdout, st, func(w *tabwriter.Writer) {
+				if st.AgeS > 0 {
+					fmt.Fprintf(w, "(the cluster is busy: its status as of %.1fs ago; --max-age 0 waits for a fresh one)\n", st.AgeS)
+				}
 				clusterTable(w, st)
 				if len(st.Endpoints) > 0 { // health is checked now, only for the table
 					var eps struct {
@@ -111,6 +119,8 @@ func newClusterCmd() *cobra.Command {
 			})
 		},
 	}
+
+	status.Flags().DurationVar(&maxAge, "max-age", 10*time.Second, "when the cluster takes over 400 ms to answer, show its last status if it is at most this old (at most 30s; 0 always waits for a fresh one)")
 
 	queueCmd := &cobra.Command{
 		Use:   "queue NAME",

@@ -65,6 +65,7 @@ var rows = []row{
 		return fmt.Sprintf("%d / %d / %d; %d", p.PlacedOnce, p.MultiPlaced, p.NeverPlaced, p.Lost)
 	}},
 	{"GET cluster status p50 / p99 (ms)", func(r *Result) string { return lat(r.API[routeStatus]) }},
+	{"GET cluster status, as the CLI asks (max_age_s=10) p50 / p99 (ms)", func(r *Result) string { return lat(r.API[routeStatusCLI]) }},
 	{"GET usage p50 / p99 (ms)", func(r *Result) string { return lat(r.API[routeUsage]) }},
 	{"GET runs p50 / p99 (ms)", func(r *Result) string { return lat(r.API[routeRuns]) }},
 	{"GET queue p50 / p99 (ms)", func(r *Result) string { return lat(r.API[routeQueue]) }},

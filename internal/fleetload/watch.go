@@ -182,16 +182,19 @@ type sampler struct {
 // Route names in Result.API.
 const (
 	routeStatus = "GET /v1/clusters/{name}"
-	routeUsage  = "GET /v1/usage"
-	routeRuns   = "GET /v1/runs"
-	routeQueue  = "GET /v1/clusters/{name}/queue"
-	routeJob    = "GET /v1/jobs/{id}"
-	routeSubmit = "POST /v1/jobs"
+	// routeStatusCLI is the status as `trainyard cluster status` asks
+	// for it: a busy cluster's last answer if it is at most 10 s old.
+	routeStatusCLI = "GET /v1/clusters/{name}?max_age_s=10"
+	routeUsage     = "GET /v1/usage"
+	routeRuns      = "GET /v1/runs"
+	routeQueue     = "GET /v1/clusters/{name}/queue"
+	routeJob       = "GET /v1/jobs/{id}"
+	routeSubmit    = "POST /v1/jobs"
 )
 
 func newSampler(api *apiClient, cluster string, jobIDs func() []string) *sampler {
 	s := &sampler{api: api, cluster: cluster, jobIDs: jobIDs, routes: map[string]*samples{}}
-	for _, r := range []string{routeUsage, routeRuns, routeQueue, routeJob} {
+	for _, r := range []string{routeStatusCLI, routeUsage, routeRuns, routeQueue, routeJob} {
 		s.routes[r] = &samples{}
 	}
 	return s
@@ -214,9 +217,10 @@ func (s *sampler) run(ctx context.Context, d time.Duration) {
 func (s *sampler) once(ctx context.Context) {
 	c := url.PathEscape(s.cluster)
 	paths := map[string]string{
-		routeUsage: "/v1/usage?cluster=" + url.QueryEscape(s.cluster),
-		routeRuns:  "/v1/runs?limit=50",
-		routeQueue: "/v1/clusters/" + c + "/queue",
+		routeStatusCLI: "/v1/clusters/" + c + "?max_age_s=10",
+		routeUsage:     "/v1/usage?cluster=" + url.QueryEscape(s.cluster),
+		routeRuns:      "/v1/runs?limit=50",
+		routeQueue:     "/v1/clusters/" + c + "/queue",
 	}
 	if ids := s.jobIDs(); len(ids) > 0 {
 		paths[routeJob] = "/v1/jobs/" + url.PathEscape(ids[rand.IntN(len(ids))])

@@ -63,6 +63,20 @@ func upEnv(t *testing.T, stopped *[]string, holds *[]HoldLeasesInput) *testsuite
 	return env
 }
 
+// queryStatus is the workflow's status now.
+func queryStatus(t *testing.T, env *testsuite.TestWorkflowEnvironment) Status {
+	t.Helper()
+	var st Status
+	v, err := env.QueryWorkflow(QueryStatus)
+	if err == nil {
+		err = v.Get(&st)
+	}
+	if err != nil {
+		t.Error(err)
+	}
+	return st
+}
+
 func upCommand(names ...string) Command {
 	c := spec.Cluster{Name: "lab"}
 	for _, n := range names {
@@ -84,13 +98,7 @@ func TestUpRegistersFailsAndStops(t *testing.T) {
 	}, 3*time.Second)
 	var st Status
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(QueryStatus)
-		if err == nil {
-			err = v.Get(&st)
-		}
-		if err != nil {
-			t.Error(err)
-		}
+		st = queryStatus(t, env)
 		env.SignalWorkflow(SignalCommand, Command{Op: OpDown})
 	}, 45*time.Second)
 	env.ExecuteWorkflow(Name, State{Name: "lab", Desired: "up", Settings: Settings{JoinSecret: "s", RegisterTimeout: 10 * time.Second, HeartbeatTimeout: time.Minute}})

@@ -37,13 +37,7 @@ func TestClusterAsksItsNodeGroup(t *testing.T) {
 	}, 10*time.Second)
 	var st Status
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(QueryStatus)
-		if err == nil {
-			err = v.Get(&st)
-		}
-		if err != nil {
-			t.Error(err)
-		}
+		st = queryStatus(t, env)
 		env.SignalWorkflow(SignalCommand, Command{Op: OpDown})
 	}, 20*time.Second)
 	env.ExecuteWorkflow(Name, State{Name: "lab", Desired: "up", Settings: Settings{JoinSecret: "s", RegisterTimeout: time.Minute, HeartbeatTimeout: time.Minute}})

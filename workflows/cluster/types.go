@@ -385,6 +385,9 @@ type Status struct {
 	JoinKeys []JoinKeyStatus `json:"join_keys,omitempty" doc:"Join tokens added by cluster join-token (revocable), with the nodes using each."`
 	// Now is the workflow's time of the answer (usage sums end there).
 	Now time.Time `json:"now"`
+	// AgeS is set by the API, never by the workflow: a status read that
+	// accepted an older answer got the last one, this many seconds old.
+	AgeS float64 `json:"age_s,omitempty" doc:"Set only when max_age_s let a busy cluster answer with its last status: its age in seconds."`
 	// Cycle is the scheduling cycle's counts (nil before it).
 	Cycle *CycleStats `json:"cycle,omitempty" doc:"The scheduling cycle: cycles, asks decided and placed this run, the latest batch, asks waiting."`
 }
