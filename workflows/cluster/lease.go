@@ -113,6 +113,7 @@ type leases struct {
 	ended   workflow.ReceiveChannel
 	own     workflow.Channel // ends of this run's own lease activities (before lease-groups)
 	out     *leaseOutbox     // holds not yet sent to the groups (lease-groups)
+	members map[int]int      // nodes per group, counted once a run (nil: not yet)
 }
 
 func newLeases(ctx workflow.Context, on, groups bool) *leases {
@@ -167,7 +168,7 @@ func (c *controller) syncLeases(ctx workflow.Context) {
 		case !held && n != nil && n.LeaseGroup != 0 && c.leases.groups:
 			// A group may hold a lease an earlier run asked for.
 			c.leases.out.add(n.LeaseGroup, LeaseHold{Node: name})
-			n.LeaseGroup = 0
+			c.setLeaseGroup(n, 0)
 		}
 	}
 }
@@ -180,7 +181,7 @@ func (c *controller) letGo(name string, l lease) {
 	}
 	c.leases.out.add(l.group, LeaseHold{Node: name})
 	if n := c.st.Nodes[name]; n != nil {
-		n.LeaseGroup = 0 // told once; its next lease may be in another group
+		c.setLeaseGroup(n, 0) // told once; its next lease may be in another group
 	}
 }
 
@@ -256,7 +257,7 @@ func (c *controller) leaseEnded(now time.Time, e LeaseEnd) {
 	if l, ok := c.leases.running[e.Node]; ok && l.agentID == e.AgentID {
 		delete(c.leases.running, e.Node)
 		if c.leases.groups && n != nil {
-			n.LeaseGroup = 0 // the group let it go when it reported
+			c.setLeaseGroup(n, 0) // the group let it go when it reported
 		}
 	}
 	if n == nil || n.AgentID != e.AgentID {

@@ -203,18 +203,33 @@ func (c *controller) leaseGroup(n *nodeState) int {
 	if n.LeaseGroup != 0 {
 		return n.LeaseGroup
 	}
-	members := map[int]int{}
-	for _, m := range c.st.Nodes {
-		if m.LeaseGroup != 0 {
-			members[m.LeaseGroup]++
+	if c.leases.members == nil {
+		c.leases.members = map[int]int{}
+		for _, m := range c.st.Nodes {
+			if m.LeaseGroup != 0 {
+				c.leases.members[m.LeaseGroup]++
+			}
 		}
 	}
 	g := 1
-	for members[g] >= leaseGroupSize {
+	for c.leases.members[g] >= leaseGroupSize {
 		g++
 	}
-	n.LeaseGroup = g
+	c.setLeaseGroup(n, g)
 	return g
+}
+
+// setLeaseGroup puts n in group g (0: none), keeping the counts.
+func (c *controller) setLeaseGroup(n *nodeState, g int) {
+	if c.leases.members != nil {
+		if n.LeaseGroup != 0 {
+			c.leases.members[n.LeaseGroup]--
+		}
+		if g != 0 {
+			c.leases.members[g]++
+		}
+	}
+	n.LeaseGroup = g
 }
 
 // sendLeases starts the coroutine that sends the outbox to the groups, one

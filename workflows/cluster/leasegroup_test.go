@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -112,5 +113,33 @@ func TestNodeGroup(t *testing.T) {
 	}
 	if len(reported) != 1 || reported[0].Node != "n2" || reported[0].Outcome != leaseRefused {
 		t.Errorf("reported %+v: want n2 refused, once", reported)
+	}
+}
+
+// TestLeaseGroupsFill: nodes fill groups of leaseGroupSize in turn, keep
+// their group, and a node let go frees its place for the next.
+func TestLeaseGroupsFill(t *testing.T) {
+	c := &controller{st: &State{Nodes: map[string]*nodeState{}}, leases: &leases{on: true, groups: true}}
+	var nodes []*nodeState
+	for i := range 2*leaseGroupSize + 100 {
+		n := &nodeState{}
+		c.st.Nodes[fmt.Sprint(i)] = n
+		nodes = append(nodes, n)
+	}
+	count := map[int]int{}
+	for _, n := range nodes {
+		count[c.leaseGroup(n)]++
+	}
+	if count[1] != leaseGroupSize || count[2] != leaseGroupSize || count[3] != 100 || len(count) != 3 {
+		t.Fatalf("groups %v: want %d, %d and 100", count, leaseGroupSize, leaseGroupSize)
+	}
+	if g := c.leaseGroup(nodes[0]); g != 1 {
+		t.Fatalf("a node moved to group %d", g)
+	}
+	c.setLeaseGroup(nodes[5], 0) // let go
+	late := &nodeState{}
+	c.st.Nodes["late"] = late
+	if g := c.leaseGroup(late); g != 1 {
+		t.Fatalf("the next node went to group %d, want 1 (a place freed there)", g)
 	}
 }
