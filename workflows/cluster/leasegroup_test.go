@@ -94,6 +94,8 @@ func TestNodeGroup(t *testing.T) {
 	var reported []LeaseEnd
 	env.OnSignalExternalWorkflow(mock.Anything, WorkflowID("lab"), "", SignalLeaseEnded, mock.Anything).Return(
 		func(_, _, _, _ string, arg any) error {
+			mu.Lock()
+			defer mu.Unlock()
 			reported = append(reported, arg.(LeaseEnd))
 			return nil
 		})
@@ -108,6 +110,8 @@ func TestNodeGroup(t *testing.T) {
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
+	mu.Lock() // the lease let go may still be ending
+	defer mu.Unlock()
 	if calls["n1"] != 2 || calls["n2"] != 1 {
 		t.Errorf("lease activities %v: want n1 twice (renewed), n2 once", calls)
 	}
