@@ -101,6 +101,12 @@ func New(d Deps) *Server {
 	s.registerSelfplay()
 	s.registerSelfplayOps()
 	s.registerSweeps()
+	// An iteration's metrics carry the algorithm's own numbers beside
+	// the common fields (learner.Metrics encodes them flat).
+	if m := s.API.OpenAPI().Components.Schemas.Map()["Metrics"]; m != nil {
+		m.AdditionalProperties = &huma.Schema{Type: huma.TypeNumber, Format: "double",
+			Description: "The algorithm's own metrics by name (ppo: policy_loss, value_loss, entropy, approx_kl, ...; dqn: q_loss, q_mean, epsilon, ...)."}
+	}
 	return s
 }
 

@@ -20,10 +20,10 @@ import (
 	"github.com/trainyard/trainyard/internal/auth"
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/inference"
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/policy"
-	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/scalars"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/internal/workspec"
@@ -49,7 +49,7 @@ type Run struct {
 	Progress train.RunProgress `json:"progress"`
 	// Live is the latest iteration of the segment in flight, newer than
 	// Progress.Metrics (which grow a segment at a time).
-	Live *ppo.Metrics `json:"live,omitempty"`
+	Live *learner.Metrics `json:"live,omitempty"`
 	// LiveOutput is a command trainer's recent output while it runs.
 	LiveOutput string `json:"live_output,omitempty"`
 	// Scalars: what a command trainer reported (TRAINYARD_SCALAR lines).
@@ -308,7 +308,7 @@ func (s *Server) submitRun(ctx context.Context, in *submitRunInput) (*runRefOutp
 		ids = append(ids, env.ID)
 	}
 	if spec.Shape() == training.ShapeSegments {
-		if _, err := spec.PPOConfig(env.Metadata.Name); err != nil {
+		if _, err := spec.LearnerConfig(env.Metadata.Name); err != nil {
 			return nil, fieldErrors("invalid run spec", err)
 		}
 	}
@@ -393,7 +393,7 @@ func (s *Server) getRun(ctx context.Context, id string) (Run, error) {
 	info := desc.GetWorkflowExecutionInfo()
 	w := summary(id, info.GetExecution().GetRunId(), info.GetType().GetName(), info.GetStatus(), "", info.GetStartTime().AsTime(), info.GetCloseTime())
 	r.ID, r.Status, r.StartTime, r.CloseTime = id, w.Status, w.StartTime, w.CloseTime
-	r.Progress.Metrics = []ppo.Metrics{}
+	r.Progress.Metrics = []learner.Metrics{}
 	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		if v, err := s.d.Temporal.QueryWorkflow(ctx, id, "", train.QueryProgress); err == nil {
 			_ = v.Get(&r.Progress)
@@ -466,9 +466,9 @@ func RunLogLines(r Run) []string {
 		out = append(out, fmt.Sprintf("restore  from checkpoint %d at iteration %d", rs.Checkpoint, rs.Iteration))
 	}
 	for _, m := range r.Progress.Metrics {
-		out = append(out, fmt.Sprintf("iter %5d  steps %9d  return %8.2f (min %.1f max %.1f, last100 %.2f)  sps %7.0f  pg %.4f  vf %.4f  kl %.5f  ent %.4f",
+		out = append(out, strings.TrimRight(fmt.Sprintf("iter %5d  steps %9d  return %8.2f (min %.1f max %.1f, last100 %.2f)  sps %7.0f  %s",
 			m.Iteration, m.Timesteps, m.EpisodeReturnMean, m.EpisodeReturnMin, m.EpisodeReturnMax, m.RecentReturnMean,
-			m.StepsPerSecond, m.PolicyLoss, m.ValueLoss, m.ApproxKL, m.Entropy))
+			m.StepsPerSecond, m.Brief()), " "))
 	}
 	for _, text := range []string{r.LiveOutput, r.Progress.Output} {
 		for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {

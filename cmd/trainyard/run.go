@@ -374,7 +374,7 @@ func runTable(w *tabwriter.Writer, r api.Run) {
 	}
 	if n := len(p.Metrics); n > 0 {
 		m := p.Metrics[n-1]
-		fmt.Fprintf(w, "last iteration\tsteps/s %.0f  policy loss %.4f  value loss %.4f  kl %.5f  entropy %.4f\n", m.StepsPerSecond, m.PolicyLoss, m.ValueLoss, m.ApproxKL, m.Entropy)
+		fmt.Fprintf(w, "last iteration\t%s\n", strings.TrimRight(fmt.Sprintf("steps/s %.0f  %s", m.StepsPerSecond, m.Brief()), " "))
 	}
 	loopRows(w, r)
 	scalarsRows(w, r.Scalars)

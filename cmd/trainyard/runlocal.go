@@ -12,9 +12,9 @@ import (
 
 	"github.com/trainyard/trainyard/api"
 	"github.com/trainyard/trainyard/internal/checkpoint"
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
-	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/plugins/builtin"
 	"github.com/trainyard/trainyard/workflows/train"
@@ -80,7 +80,7 @@ func runLocal(ctx context.Context, cf *clientFlags, spec training.Spec, dir stri
 			fmt.Fprintln(w, progressLine(r))
 		}
 	}
-	p, err := train.RunLocal(ctx, runner, in, func(p train.RunProgress, m ppo.Metrics) {
+	p, err := train.RunLocal(ctx, runner, in, func(p train.RunProgress, m learner.Metrics) {
 		run.Progress, run.Live = p, &m
 		show(run)
 	})

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/trainyard/trainyard/internal/learner"
+
 	"github.com/trainyard/trainyard/internal/nn"
 	"github.com/trainyard/trainyard/sdk/go/envs"
 )
@@ -45,12 +47,7 @@ func (l *Learner) act(obs, actions []float32, n int, x []float64, ws *nn.Workspa
 }
 
 // EvalResult summarises deterministic evaluation episodes.
-type EvalResult struct {
-	Episodes   int     `json:"episodes"`
-	ReturnMean float64 `json:"return_mean"`
-	ReturnMin  float64 `json:"return_min"`
-	ReturnMax  float64 `json:"return_max"`
-}
+type EvalResult = learner.EvalResult
 
 // Evaluate runs the deterministic policy (Act) on env, reset with seed,
 // until each of its instances has finished ceil(episodes/NumEnvs) episodes,

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/trainyard/trainyard/internal/learner"
 )
 
 // Fragment is one rollout worker's share of an iteration: NumSteps steps of
@@ -66,14 +68,7 @@ type RunningStats struct {
 }
 
 // RolloutInfo says who produced one fragment of an iteration.
-type RolloutInfo struct {
-	Worker         int     `json:"worker"`
-	Node           string  `json:"node,omitempty"`
-	WeightVersion  int64   `json:"weight_version"`
-	Steps          int     `json:"steps"`
-	Episodes       int     `json:"episodes"`
-	StepsPerSecond float64 `json:"steps_per_second"`
-}
+type RolloutInfo = learner.RolloutInfo
 
 // Fragment format, version 1 (little-endian):
 //

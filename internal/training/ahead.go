@@ -4,14 +4,14 @@ import (
 	"context"
 	"sync/atomic"
 
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/pluginhost"
-	"github.com/trainyard/trainyard/internal/ppo"
 )
 
 // step is one iteration's outcome.
 type step struct {
 	iteration int64 // the iteration it trained (counted from 1)
-	m         ppo.Metrics
+	m         learner.Metrics
 	calls     pluginhost.StepStats // its env plugin calls
 	err       error
 }

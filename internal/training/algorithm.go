@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/ppo"
 )
 
@@ -29,10 +30,13 @@ type Algorithm struct {
 	Defaults func(*Spec)
 	// Validate reports each problem with the fields it owns through bad.
 	Validate func(s Spec, bad func(field, format string, a ...any))
-	// Learner adjusts the built-in learner's configuration (ShapeSegments)
-	// after the env's tuned defaults and before the run's own knobs and
-	// hyper-parameters, which still win.
-	Learner func(*ppo.Config)
+	// Learner makes and restores the algorithm's learner (ShapeSegments):
+	// its config, checked at submission, and its checkpoints.
+	Learner learner.Factory
+	// Distributed, when set, is the learner that trains from rollout
+	// workers' fragments (rollout_workers > 0); without it the algorithm
+	// refuses rollout_workers.
+	Distributed *ppo.Factory
 }
 
 // Shape is how the train workflow runs an algorithm's placement
@@ -105,6 +109,17 @@ func selectable() string {
 	return strings.Join(ns, ", ")
 }
 
+// distributable names the algorithms that take rollout_workers.
+func distributable() string {
+	var ns []string
+	for _, a := range Algorithms() {
+		if a.Distributed != nil {
+			ns = append(ns, fmt.Sprintf("%q", a.Name))
+		}
+	}
+	return strings.Join(ns, ", ")
+}
+
 // Shape is how the workflow runs the spec's algorithm, defaulted or not
 // ("" when it names none registered; Validate says so).
 func (s Spec) Shape() Shape {
@@ -127,6 +142,8 @@ func init() {
 		Validate: func(s Spec, bad func(field, format string, a ...any)) {
 			LearnerFields(s, AlgorithmPPO, bad)
 		},
+		Learner:     ppo.Factory{},
+		Distributed: &ppo.Factory{},
 	})
 	RegisterAlgorithm(Algorithm{
 		Name: AlgorithmCommand, Shape: ShapeCommand,
@@ -161,6 +178,9 @@ func init() {
 // LearnerFields checks what every algorithm on the built-in learner
 // needs: an env, and none of a command trainer's fields.
 func LearnerFields(s Spec, name string, bad func(field, format string, a ...any)) {
+	if a, ok := LookupAlgorithm(name); ok && a.Distributed == nil && s.RolloutWorkers > 0 {
+		bad("rollout_workers", "algorithm %q trains on its own envs; distributed rollouts are for %s", name, distributable())
+	}
 	if s.Env == "" {
 		bad("env", "required: an env plugin's sha256, name@version or name")
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/inference"
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/ppo"
@@ -176,7 +177,7 @@ func generation() string {
 
 // publish writes weights version v, then the head naming it.
 func (s *session) publish(ctx context.Context, bus *objstore.Store, run string) error {
-	w := s.learner.Weights(s.gen)
+	w := s.trainer.Weights(s.gen)
 	b, err := w.Encode()
 	if err != nil {
 		return err
@@ -196,7 +197,7 @@ func (s *session) publish(ctx context.Context, bus *objstore.Store, run string) 
 // RunDistributedSegment is RunSegment for rollout_workers > 0: the
 // learner steps no env; each iteration it publishes its weights, waits for
 // every worker's fragment of the next iteration, and learns from them.
-func (r *Runner) RunDistributedSegment(ctx context.Context, in SegmentInput, progress func(ppo.Metrics)) (_ SegmentResult, err error) {
+func (r *Runner) RunDistributedSegment(ctx context.Context, in SegmentInput, progress func(learner.Metrics)) (_ SegmentResult, err error) {
 	defer func() { err = cutShort(ctx, err) }()
 	var res SegmentResult
 	spec := in.Spec
@@ -238,7 +239,7 @@ func (r *Runner) RunDistributedSegment(ctx context.Context, in SegmentInput, pro
 		}
 	}
 
-	var segment []ppo.Metrics
+	var segment []learner.Metrics
 	for range in.Iterations {
 		it, _ := s.learner.Counters()
 		if it >= int64(spec.Iterations) {
@@ -255,7 +256,8 @@ func (r *Runner) RunDistributedSegment(ctx context.Context, in SegmentInput, pro
 		if err != nil {
 			return res, err
 		}
-		m, err := s.learner.Learn(ctx, frags)
+		pm, err := s.trainer.Learn(ctx, frags)
+		m := pm.Generic()
 		if err != nil {
 			return res, fmt.Errorf("run %s iteration %d: %w: %w", in.RunID, it+1, ErrFatal, err)
 		}
@@ -401,18 +403,23 @@ func (r *Runner) openTrainer(ctx context.Context, in SegmentInput, spec Spec, m 
 	}
 	envSpec := envMod.Metadata().Spec()
 	n := spec.LearnerEnvs()
+	f, err := spec.distributed()
+	if err != nil {
+		return fail(fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err))
+	}
 	switch {
 	case m.Seq == 0:
 		if in.FromCheckpoint > 0 {
 			return fail(fmt.Errorf("run %s: checkpoint %d was reported but none is in the bucket: %w", in.RunID, in.FromCheckpoint, ErrFatal))
 		}
-		cfg, err := spec.PPOConfig(envSpec.Name)
+		cfg, err := f.Tuned(envSpec.Name, spec.Knobs())
 		if err != nil {
 			return fail(fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err))
 		}
-		if s.learner, err = ppo.NewTrainer(envSpec, n, cfg); err != nil {
+		if s.trainer, err = ppo.NewTrainer(envSpec, n, cfg); err != nil {
 			return fail(fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err))
 		}
+		s.learner = s.trainer.Generic()
 		return s, res, nil
 	}
 	if err := checkPlugins(m, in); err != nil {
@@ -422,12 +429,13 @@ func (r *Runner) openTrainer(ctx context.Context, in SegmentInput, spec Spec, m 
 	if err != nil {
 		return fail(err)
 	}
-	if s.learner, err = ppo.Restore(bytes.NewReader(files[FileLearner]), ppo.SpecOnly(envSpec, n)); err != nil {
+	if s.trainer, err = ppo.Restore(bytes.NewReader(files[FileLearner]), ppo.SpecOnly(envSpec, n)); err != nil {
 		return fail(fmt.Errorf("run %s: restore checkpoint %d: %w: %w", in.RunID, m.Seq, ErrFatal, err))
 	}
+	s.learner = s.trainer.Generic()
 	s.seq, res.RestoredFrom = m.Seq, m.Seq
 	if m.Seq > in.FromCheckpoint {
-		var lost []ppo.Metrics
+		var lost []learner.Metrics
 		if err := json.Unmarshal(files[FileMetrics], &lost); err == nil {
 			res.Metrics = lost
 		}
@@ -483,7 +491,11 @@ func (r *Runner) RunRollouts(ctx context.Context, in RolloutInput, progress func
 			return st, fmt.Errorf("reward plugin %s: %w", short(in.RewardPlugin), fatal(err))
 		}
 	}
-	cfg, err := spec.PPOConfig(env.Spec().Name)
+	f, err := spec.distributed()
+	if err != nil {
+		return st, fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err)
+	}
+	cfg, err := f.Tuned(env.Spec().Name, spec.Knobs())
 	if err != nil {
 		return st, fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err)
 	}
@@ -559,4 +571,13 @@ func (r *Runner) rolloutOnce(ctx context.Context, bus *objstore.Store, in Rollou
 	st.WeightVersion = w.Version
 	st.Steps += int64(f.NumEnvs * f.NumSteps)
 	return true, nil
+}
+
+// distributed is the spec's algorithm's distributed learner.
+func (s Spec) distributed() (*ppo.Factory, error) {
+	a, ok := LookupAlgorithm(s.Algorithm)
+	if !ok || a.Distributed == nil {
+		return nil, &FieldError{Field: "rollout_workers", Reason: fmt.Sprintf("algorithm %q has no distributed learner", s.Algorithm)}
+	}
+	return a.Distributed, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/ppo"
 )
 
@@ -126,7 +127,7 @@ func TestDistributedSegmentsWithRolloutWorkers(t *testing.T) {
 	if len(left) != 1 || left[0] != HeadKey(run) {
 		t.Fatalf("bus objects left after the run: %v", left)
 	}
-	_ = ppo.Metrics{}
+	_ = learner.Metrics{}
 }
 
 func TestSpecRolloutWorkers(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/trainyard/trainyard/internal/agent/drain"
-	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/internal/learner"
 )
 
 // TestDrainedSegmentLosesNothing is issue 10's "use the preemption notice":
@@ -36,7 +36,7 @@ func TestDrainedSegmentLosesNothing(t *testing.T) {
 	nodeA := f.runner()
 	nodeA.Drain = drain.New()
 	in := SegmentInput{RunID: "drained", Spec: spec, EnvPlugin: f.cartpol, Iterations: 100}
-	seg, err := nodeA.RunSegment(ctx, in, func(m ppo.Metrics) {
+	seg, err := nodeA.RunSegment(ctx, in, func(m learner.Metrics) {
 		if m.Iteration == 2 {
 			nodeA.Drain.Start("test notice", time.Now().Add(time.Minute))
 		}

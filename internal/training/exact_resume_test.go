@@ -13,20 +13,23 @@ package training
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"testing"
 
 	"github.com/trainyard/trainyard/internal/checkpoint"
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/plugintest"
-	"github.com/trainyard/trainyard/internal/ppo"
 )
 
 // learning is a run's per-iteration metrics without the timing fields.
-func learning(ms []ppo.Metrics) []ppo.Metrics {
-	out := append([]ppo.Metrics(nil), ms...)
+func learning(ms []learner.Metrics) []learner.Metrics {
+	out := append([]learner.Metrics(nil), ms...)
 	for i := range out {
-		out[i].StepsPerSecond, out[i].RolloutStepsPerSecond = 0, 0
+		out[i].StepsPerSecond = 0
+		out[i].Values = maps.Clone(out[i].Values)
+		delete(out[i].Values, "rollout_steps_per_second")
 	}
 	return out
 }
@@ -80,18 +83,18 @@ func TestKilledRunResumesExactly(t *testing.T) {
 			// checkpoint before the segment reported (the run resumes from
 			// that checkpoint and its metrics are handed on). A new runner
 			// takes over either way.
-			train := func(t *testing.T, kill int64) []ppo.Metrics {
+			train := func(t *testing.T, kill int64) []learner.Metrics {
 				t.Helper()
 				dir := t.TempDir()
 				r := runner(t, dir)
-				var all []ppo.Metrics
+				var all []learner.Metrics
 				var from, it int64
 				for killed := false; it < m; {
 					sctx, cancel := context.WithCancel(ctx)
-					var progress func(ppo.Metrics)
+					var progress func(learner.Metrics)
 					midSegment := !killed && kill > it && kill < it+every
 					if midSegment {
-						progress = func(x ppo.Metrics) {
+						progress = func(x learner.Metrics) {
 							if x.Iteration == kill {
 								cancel()
 							}

@@ -61,7 +61,7 @@ func TestLearnDefaults(t *testing.T) {
 // criterion held, or -1 once budget steps are spent, and the last metrics.
 func trainDefaults(t *testing.T, env string, seed uint64, target float64, budget int64) (int64, ppo.Metrics) {
 	spec := Spec{Cluster: "test", Env: env, Seed: seed, TargetReturn: &target}.WithDefaults()
-	cfg, err := spec.PPOConfig(env)
+	cfg, err := ppoConfig(spec, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestLearnDefaultsSolveCartPoleIn50k(t *testing.T) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			t.Parallel()
 			spec := Spec{Cluster: "test", Env: cartpole.Name, Seed: seed}.WithDefaults()
-			cfg, err := spec.PPOConfig(cartpole.Name)
+			cfg, err := ppoConfig(spec, cartpole.Name)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,7 +18,7 @@ import (
 	"testing"
 
 	"github.com/trainyard/trainyard/internal/checkpoint"
-	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/internal/learner"
 )
 
 // TestRestoredRunNeitherRestartsNorDrifts is issue 10's "resume means the
@@ -59,7 +59,7 @@ func TestRestoredRunNeitherRestartsNorDrifts(t *testing.T) {
 	// The curve continues from k: counters strictly increasing, no reset,
 	// and every iteration as the uninterrupted run had it (the checkpoint
 	// holds the envs' own state: the resumed episodes are the same ones).
-	curve := append(append([]ppo.Metrics(nil), first.Metrics...), rest.Metrics...)
+	curve := append(append([]learner.Metrics(nil), first.Metrics...), rest.Metrics...)
 	for i, got := range curve {
 		if got.Iteration != int64(i+1) || i > 0 && got.Timesteps <= curve[i-1].Timesteps {
 			t.Fatalf("iteration %d: counters (%d, %d) after (%d, %d)", i+1, got.Iteration, got.Timesteps, curve[max(i-1, 0)].Iteration, curve[max(i-1, 0)].Timesteps)
@@ -119,7 +119,7 @@ func TestSegmentsCheckpointAndResumeElsewhere(t *testing.T) {
 
 	nodeA := f.runner()
 	beats := 0
-	s1, err := nodeA.RunSegment(ctx, in, func(ppo.Metrics) { beats++ })
+	s1, err := nodeA.RunSegment(ctx, in, func(learner.Metrics) { beats++ })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestLateSegmentIsFenced(t *testing.T) {
 	go func() {
 		defer close(done)
 		n := 0
-		_, late = f.runner().RunSegment(ctx, frozenIn, func(ppo.Metrics) {
+		_, late = f.runner().RunSegment(ctx, frozenIn, func(learner.Metrics) {
 			if n++; n == 2 {
 				close(frozen)
 				<-wake

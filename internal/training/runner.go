@@ -17,6 +17,7 @@ import (
 	"github.com/trainyard/trainyard/internal/agent/drain"
 	"github.com/trainyard/trainyard/internal/checkpoint"
 	"github.com/trainyard/trainyard/internal/inference"
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
@@ -30,7 +31,7 @@ var ErrFatal = errors.New("training cannot continue")
 
 // Files inside every checkpoint.
 const (
-	FileLearner = "learner.ckpt" // ppo.Learner.Save: weights, Adam, normalisation, counters, RNG, env state
+	FileLearner = "learner.ckpt" // learner.Learner.Save: the algorithm's whole state (PPO: weights, Adam, normalisation, counters, RNG, env state)
 	FileSpec    = "spec.json"    // the run spec and plugin hashes it was made with
 	FileMetrics = "metrics.json" // per-iteration metrics since the previous checkpoint
 )
@@ -67,10 +68,10 @@ type SegmentInput struct {
 type SegmentResult struct {
 	// Metrics of every iteration completed since FromCheckpoint, including
 	// ones a lost segment checkpointed but never reported.
-	Metrics    []ppo.Metrics `json:"metrics"`
-	Checkpoint int64         `json:"checkpoint"`
-	Iteration  int64         `json:"iteration"`
-	Timesteps  int64         `json:"timesteps"`
+	Metrics    []learner.Metrics `json:"metrics"`
+	Checkpoint int64             `json:"checkpoint"`
+	Iteration  int64             `json:"iteration"`
+	Timesteps  int64             `json:"timesteps"`
 	// RestoredFrom is the checkpoint the learner was restored from (0: it
 	// continued in memory or started fresh).
 	RestoredFrom int64   `json:"restored_from,omitempty"`
@@ -78,8 +79,8 @@ type SegmentResult struct {
 	Episodes     int     `json:"episodes"`
 	// Done: the target return was reached or the iterations are used up;
 	// Eval is then a deterministic evaluation of the final policy.
-	Done bool            `json:"done"`
-	Eval *ppo.EvalResult `json:"eval,omitempty"`
+	Done bool                `json:"done"`
+	Eval *learner.EvalResult `json:"eval,omitempty"`
 	// Drained: the node is draining (the reason); the segment stopped early
 	// with a checkpoint of its last iteration, to continue elsewhere.
 	Drained string `json:"drained,omitempty"`
@@ -116,7 +117,10 @@ type Runner struct {
 }
 
 type session struct {
-	learner *ppo.Learner
+	learner learner.Learner
+	// trainer is learner as PPO's distributed trainer (distributed.go),
+	// nil on a learner that steps its own envs.
+	trainer *ppo.Learner
 	env     envs.VecEnv
 	penv    *pluginhost.VecEnv // the env plugin under env (reward shaping may wrap it)
 	mods    []*pluginhost.Module
@@ -196,7 +200,7 @@ func (r *Runner) Forget(run string) {
 
 // RunSegment trains up to in.Iterations iterations, then checkpoints.
 // progress is called after every iteration (for heartbeats).
-func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(ppo.Metrics)) (_ SegmentResult, err error) {
+func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(learner.Metrics)) (_ SegmentResult, err error) {
 	defer func() { err = cutShort(ctx, err) }()
 	var res SegmentResult
 	spec := in.Spec
@@ -226,7 +230,7 @@ func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(
 		}
 	}()
 
-	var segment []ppo.Metrics
+	var segment []learner.Metrics
 	ahead := s.join() // trained while the previous checkpoint uploaded
 	for i := 0; i < in.Iterations || i < len(ahead); i++ {
 		var st step
@@ -289,7 +293,7 @@ func (r *Runner) RunSegment(ctx context.Context, in SegmentInput, progress func(
 // iteration (saved is then true); res.Checkpoint is the latest either way.
 // uploading, when set, is called once the learner's state is taken and
 // before it uploads: the learner is free from then on.
-func (r *Runner) tally(ctx context.Context, in SegmentInput, spec Spec, s *session, res *SegmentResult, segment []ppo.Metrics, uploading func()) (saved bool, err error) {
+func (r *Runner) tally(ctx context.Context, in SegmentInput, spec Spec, s *session, res *SegmentResult, segment []learner.Metrics, uploading func()) (saved bool, err error) {
 	res.Metrics = append(res.Metrics, segment...)
 	res.Iteration, res.Timesteps = s.learner.Counters()
 	if n := len(res.Metrics); n > 0 {
@@ -347,16 +351,17 @@ func (r *Runner) open(ctx context.Context, in SegmentInput, spec Spec, m checkpo
 		s.env = shaped
 	}
 
+	f, err := spec.factory()
+	if err != nil {
+		return fail(fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err))
+	}
+	env := learner.Env{Train: s.env, Open: s.openEnv}
 	switch {
 	case m.Seq == 0:
 		if in.FromCheckpoint > 0 {
 			return fail(fmt.Errorf("run %s: checkpoint %d was reported but none is in the bucket: %w", in.RunID, in.FromCheckpoint, ErrFatal))
 		}
-		cfg, err := spec.PPOConfig(s.env.Spec().Name)
-		if err != nil {
-			return fail(fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err))
-		}
-		if s.learner, err = ppo.New(s.env, cfg); err != nil {
+		if s.learner, err = f.New(env, spec.Knobs()); err != nil {
 			return fail(fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err))
 		}
 		return s, res, nil
@@ -368,19 +373,37 @@ func (r *Runner) open(ctx context.Context, in SegmentInput, spec Spec, m checkpo
 	if err != nil {
 		return fail(err)
 	}
-	if s.learner, err = ppo.Restore(bytes.NewReader(files[FileLearner]), s.env); err != nil {
+	if s.learner, err = f.Restore(bytes.NewReader(files[FileLearner]), env); err != nil {
 		return fail(fmt.Errorf("run %s: restore checkpoint %d: %w: %w", in.RunID, m.Seq, ErrFatal, err))
 	}
 	s.seq, res.RestoredFrom = m.Seq, m.Seq
 	if m.Seq > in.FromCheckpoint {
 		// A segment checkpointed and then was lost before it reported:
 		// its iterations are not lost, hand their metrics on.
-		var lost []ppo.Metrics
+		var lost []learner.Metrics
 		if err := json.Unmarshal(files[FileMetrics], &lost); err == nil {
 			res.Metrics = lost
 		}
 	}
 	return s, res, nil
+}
+
+// openEnv makes n fresh envs of the session's plugins (the env, shaped by
+// the reward plugin when there is one), reset with seed: evaluations.
+func (s *session) openEnv(ctx context.Context, n int, seed uint64) (envs.VecEnv, error) {
+	venv, err := s.mods[0].NewVecEnv(ctx, n, seed)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.mods) < 2 {
+		return venv, nil
+	}
+	shaped, err := pluginhost.Shape(ctx, venv, s.mods[1])
+	if err != nil {
+		venv.Close()
+		return nil, err
+	}
+	return shaped, nil
 }
 
 // checkPlugins refuses a checkpoint made with other plugin bytes: the
@@ -457,7 +480,7 @@ func (r *Runner) readFiles(ctx context.Context, m checkpoint.Manifest, names ...
 
 // save writes the learner's whole state, the spec and the segment's
 // metrics as one checkpoint (manifest last), then applies retention.
-func (r *Runner) save(ctx context.Context, in SegmentInput, spec Spec, l *ppo.Learner, segment []ppo.Metrics, meanReturn float64, uploading func()) (int64, error) {
+func (r *Runner) save(ctx context.Context, in SegmentInput, spec Spec, l learner.Learner, segment []learner.Metrics, meanReturn float64, uploading func()) (int64, error) {
 	var ckpt bytes.Buffer
 	if err := l.Save(&ckpt); err != nil {
 		return 0, err
@@ -472,7 +495,7 @@ func (r *Runner) save(ctx context.Context, in SegmentInput, spec Spec, l *ppo.Le
 		RewardPlugin string `json:"reward_plugin,omitempty"`
 	}{spec, in.EnvPlugin, in.RewardPlugin}, "", "  ")
 	if segment == nil {
-		segment = []ppo.Metrics{}
+		segment = []learner.Metrics{}
 	}
 	metricsJSON, _ := json.Marshal(segment)
 	m, _, err := r.Checkpoints.Save(ctx, in.RunID, map[string]io.Reader{
@@ -495,18 +518,12 @@ func (r *Runner) save(ctx context.Context, in SegmentInput, spec Spec, l *ppo.Le
 }
 
 // evaluate runs the final policy deterministically on fresh envs.
-func (r *Runner) evaluate(ctx context.Context, s *session, spec Spec) (ppo.EvalResult, error) {
-	venv, err := s.mods[0].NewVecEnv(ctx, min(spec.NumEnvs(), 10), spec.Seed^0xE7A1)
+func (r *Runner) evaluate(ctx context.Context, s *session, spec Spec) (learner.EvalResult, error) {
+	env, err := s.openEnv(ctx, min(spec.NumEnvs(), 10), spec.Seed^0xE7A1)
 	if err != nil {
-		return ppo.EvalResult{}, fmt.Errorf("evaluate: %w", err)
+		return learner.EvalResult{}, fmt.Errorf("evaluate: %w", err)
 	}
-	defer venv.Close()
-	var env envs.VecEnv = venv
-	if len(s.mods) > 1 {
-		if env, err = pluginhost.Shape(ctx, venv, s.mods[1]); err != nil {
-			return ppo.EvalResult{}, fmt.Errorf("evaluate: %w", err)
-		}
-	}
+	defer env.Close()
 	return s.learner.Evaluate(ctx, env, spec.Seed^0xE7A1, 10)
 }
 

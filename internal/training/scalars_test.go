@@ -15,7 +15,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/scalars"
 )
 
@@ -39,7 +39,7 @@ func TestCurvesSurviveLostSegments(t *testing.T) {
 			run := "run-curves-" + map[bool]string{true: "written", false: "unwritten"}[tc.lostWritten]
 			spec := Spec{Cluster: "lab", Env: "CartPole-v1", Seed: 2, Iterations: 9, CheckpointEvery: 3}.WithDefaults()
 			in := SegmentInput{RunID: run, Spec: spec, EnvPlugin: f.cartpol, Iterations: 3}
-			var reported []ppo.Metrics // what the workflow saw
+			var reported []learner.Metrics // what the workflow saw
 			segment := func(r *Runner) SegmentResult {
 				t.Helper()
 				stamps := &Stamps{}

@@ -6,18 +6,15 @@
 package training
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"reflect"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/names"
-	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/workspec"
 )
 
@@ -72,9 +69,9 @@ type Spec struct {
 	// through S3; 0 steps the envs inside the trainer (the default).
 	RolloutWorkers int     `json:"rollout_workers,omitempty" minimum:"0" maximum:"64" doc:"Distributed rollouts: this many rollout workers (0 GPUs, rollout_cpus each) on the cluster's nodes step envs_per_worker envs each and exchange weights and rollouts with the trainer through S3 (docs/training.md). 0, the default: the trainer steps workers × envs_per_worker envs itself."`
 	RolloutCPUs    float64 `json:"rollout_cpus,omitempty" minimum:"0" doc:"CPUs each rollout worker reserves (default 1)."`
-	// Hyperparameters override ppo.Config fields by their JSON names
-	// (learning_rate, gamma, gae_lambda, epochs, hidden, ...).
-	Hyperparameters map[string]any `json:"hyperparameters,omitempty" doc:"Overrides of PPO hyper-parameters by name (learning_rate, gamma, gae_lambda, epochs, clip_coef, entropy_coef, hidden, normalize_obs, ...)."`
+	// Hyperparameters override the algorithm's learner config by its
+	// JSON names (learner.Overlay).
+	Hyperparameters map[string]any `json:"hyperparameters,omitempty" doc:"Overrides of the algorithm's hyper-parameters by name (GET /v1/algorithms lists them with their defaults): ppo's learning_rate, gamma, gae_lambda, epochs, clip_coef, entropy_coef, hidden, normalize_obs, ...; dqn's buffer_size, learning_starts, train_freq, exploration_fraction, ...)."`
 	Iterations      int            `json:"iterations,omitempty" minimum:"0" doc:"Stop after this many iterations (default 500)."`
 	TargetReturn    *float64       `json:"target_return,omitempty" doc:"Stop as soon as the mean return of the last 100 episodes reaches this."`
 	CheckpointEvery int            `json:"checkpoint_every,omitempty" minimum:"0" doc:"Iterations between checkpoints (default 10)."`
@@ -102,11 +99,7 @@ type Capabilities struct {
 }
 
 // FieldError names the offending field of a spec.
-type FieldError struct {
-	Field, Reason string
-}
-
-func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+type FieldError = learner.FieldError
 
 // WithDefaults fills unset knobs. A spec is defaulted once, where it is
 // made (the API's submission, `run train --local`, a sweep's trial); the run
@@ -247,7 +240,7 @@ func (s Spec) Validate() error {
 	if s.Shape() != ShapeSegments {
 		return errors.Join(errs...)
 	}
-	if _, err := s.PPOConfig(""); err != nil {
+	if _, err := s.LearnerConfig(""); err != nil {
 		var fe *FieldError
 		if errors.As(err, &fe) {
 			errs = append(errs, fe)
@@ -256,52 +249,28 @@ func (s Spec) Validate() error {
 	return errors.Join(errs...)
 }
 
-// PPOConfig is the learner's configuration: the tuned defaults for envName
-// (ppo.ConfigFor), then the seed-000 knobs, then Hyperparameters.
-func (s Spec) PPOConfig(envName string) (ppo.Config, error) {
-	c := ppo.ConfigFor(envName)
-	if a, ok := LookupAlgorithm(s.Algorithm); ok && a.Learner != nil {
-		a.Learner(&c)
+// Knobs are what the spec sets of the built-in learner's config.
+func (s Spec) Knobs() learner.Knobs {
+	return learner.Knobs{Seed: s.Seed, Workers: s.Workers, EpisodeLength: s.EpisodeLength, BatchSize: s.BatchSize, Hyperparameters: s.Hyperparameters}
+}
+
+// factory is the spec's algorithm's learner factory (ShapeSegments).
+func (s Spec) factory() (learner.Factory, error) {
+	a, ok := LookupAlgorithm(s.Algorithm)
+	if !ok || a.Learner == nil {
+		return nil, &FieldError{Field: "algorithm", Reason: fmt.Sprintf("%q has no built-in learner", s.Algorithm)}
 	}
-	c.Seed = s.Seed
-	c.Workers = s.Workers
-	if s.EpisodeLength > 0 {
-		c.NumSteps = s.EpisodeLength
+	return a.Learner, nil
+}
+
+// LearnerConfig is the algorithm's learner config for a run on envName
+// (ShapeSegments; "": an env without tuned defaults).
+func (s Spec) LearnerConfig(envName string) (any, error) {
+	f, err := s.factory()
+	if err != nil {
+		return nil, err
 	}
-	if s.BatchSize > 0 {
-		c.MinibatchSize = s.BatchSize
-	}
-	if len(s.Hyperparameters) > 0 {
-		base, err := json.Marshal(c)
-		if err != nil {
-			return c, err
-		}
-		var merged map[string]any
-		if err := json.Unmarshal(base, &merged); err != nil {
-			return c, err
-		}
-		for k, v := range s.Hyperparameters {
-			if k == "seed" || k == "workers" {
-				return c, &FieldError{Field: "hyperparameters." + k, Reason: "set it as the run's own field"}
-			}
-			if _, ok := merged[k]; !ok {
-				return c, &FieldError{Field: "hyperparameters." + k, Reason: "unknown hyper-parameter (known: " + strings.Join(keys(merged), ", ") + ")"}
-			}
-			merged[k] = v
-		}
-		b, _ := json.Marshal(merged)
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		var out ppo.Config
-		if err := dec.Decode(&out); err != nil {
-			return c, &FieldError{Field: "hyperparameters", Reason: err.Error()}
-		}
-		c = out
-	}
-	if err := c.Validate(); err != nil {
-		return c, &FieldError{Field: "hyperparameters", Reason: err.Error()}
-	}
-	return c, nil
+	return f.Config(envName, s.Knobs())
 }
 
 // NumEnvs is the number of env instances the trainer steps.

@@ -16,6 +16,7 @@ import (
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
 	"github.com/trainyard/trainyard/internal/plugintest"
+	"github.com/trainyard/trainyard/internal/ppo"
 )
 
 var (
@@ -82,7 +83,7 @@ func TestSpecValidate(t *testing.T) {
 		{"nan target", Spec{Cluster: "lab", Env: "x", TargetReturn: nan}, "target_return"},
 		{"unknown hyper", Spec{Cluster: "lab", Env: "x", Hyperparameters: map[string]any{"learning_rat": 0.1}}, "hyperparameters.learning_rat"},
 		{"seed as hyper", Spec{Cluster: "lab", Env: "x", Hyperparameters: map[string]any{"seed": 1}}, "hyperparameters.seed"},
-		{"mistyped hyper", Spec{Cluster: "lab", Env: "x", Hyperparameters: map[string]any{"epochs": "many"}}, "hyperparameters"},
+		{"mistyped hyper", Spec{Cluster: "lab", Env: "x", Hyperparameters: map[string]any{"epochs": "many"}}, "hyperparameters.epochs"},
 		{"bad hyper value", Spec{Cluster: "lab", Env: "x", Hyperparameters: map[string]any{"gamma": 2}}, "hyperparameters"},
 		{"good hypers", Spec{Cluster: "lab", Env: "x", Hyperparameters: map[string]any{"learning_rate": 3e-4, "hidden": []any{32, 32}}}, ""},
 		{"http grant", Spec{Cluster: "lab", Env: "x", Capabilities: &Capabilities{HTTP: []string{"llm"}, HTTPRate: 20}}, ""},
@@ -128,7 +129,7 @@ func TestSpecValidate(t *testing.T) {
 func TestPPOConfigKnobs(t *testing.T) {
 	s := Spec{Workers: 2, EnvsPerWorker: 4, EpisodeLength: 64, BatchSize: 128, Seed: 9,
 		Hyperparameters: map[string]any{"learning_rate": 0.002}}.WithDefaults()
-	c, err := s.PPOConfig("CartPole-v1")
+	c, err := ppoConfig(s, "CartPole-v1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,4 +207,14 @@ func TestSpecsAreDefaultedOnce(t *testing.T) {
 	if !errors.Is(err, ErrFatal) || !strings.Contains(err.Error(), "not defaulted") {
 		t.Fatalf("undefaulted command spec: %v", err)
 	}
+}
+
+// ppoConfig is the spec's PPO config on envName (the built-in algorithms'
+// learner config, as the runner builds it).
+func ppoConfig(s Spec, envName string) (ppo.Config, error) {
+	c, err := s.LearnerConfig(envName)
+	if err != nil {
+		return ppo.Config{}, err
+	}
+	return c.(ppo.Config), nil
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/trainyard/trainyard/internal/names"
-	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/training"
 )
 
@@ -100,11 +99,11 @@ func Expand(grid map[string][]any) []Params {
 
 // Normalize rewrites grid values that a trial could not use as given: a
 // number for a list-valued hyper-parameter (hidden=64) sets every layer to
-// that width, keeping the tuned depth for envName ([64,64]). It returns a
-// copy; the input is not changed.
-func Normalize(grid map[string][]any, envName string) map[string][]any {
+// that width, keeping the depth of config, the learner's config without
+// the grid ([64,64]). It returns a copy; the input is not changed.
+func Normalize(grid map[string][]any, config any) map[string][]any {
 	var defaults map[string]any
-	if b, err := json.Marshal(ppo.ConfigFor(envName)); err == nil {
+	if b, err := json.Marshal(config); err == nil {
 		_ = json.Unmarshal(b, &defaults)
 	}
 	out := make(map[string][]any, len(grid))
@@ -129,7 +128,10 @@ func Normalize(grid map[string][]any, envName string) map[string][]any {
 // Normalized is spec with Normalize applied to its grid and to the
 // values of its choice distributions.
 func (s SweepSpec) Normalized(envName string) SweepSpec {
-	s.Grid = Normalize(s.Grid, envName)
+	base := s.Run
+	base.Hyperparameters = nil
+	config, _ := base.LearnerConfig(envName) // nil (nothing to normalise) for a command trainer
+	s.Grid = Normalize(s.Grid, config)
 	if len(s.ParamSpace) == 0 {
 		return s
 	}
@@ -139,7 +141,7 @@ func (s SweepSpec) Normalized(envName string) SweepSpec {
 			choices[k] = d.Values
 		}
 	}
-	norm := Normalize(choices, envName)
+	norm := Normalize(choices, config)
 	space := make(map[string]Distribution, len(s.ParamSpace))
 	for k, d := range s.ParamSpace {
 		if vs, ok := norm[k]; ok {
@@ -256,7 +258,7 @@ func ValidateTrials(spec SweepSpec, envName string) error {
 		if err == nil {
 			err = ts.Validate()
 			if err == nil && ts.Shape() == training.ShapeSegments {
-				_, err = ts.PPOConfig(envName)
+				_, err = ts.LearnerConfig(envName)
 			}
 		}
 		for _, e := range unwrap(err) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/training"
 )
 
@@ -52,7 +53,7 @@ func TestExpand(t *testing.T) {
 
 func TestNormalize(t *testing.T) {
 	in := map[string][]any{"hidden": {32.0, []any{16.0}}, "learning_rate": {0.001}}
-	got := Normalize(in, "CartPole-v1")
+	got := Normalize(in, ppo.CartPoleConfig())
 	want := map[string][]any{"hidden": {[]any{32.0, 32.0}, []any{16.0}}, "learning_rate": {0.001}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Normalize = %v, want %v", got, want)
@@ -106,7 +107,7 @@ func TestValidateTrials(t *testing.T) {
 		{"empty grid", SweepSpec{Run: ppoRun}, []string{"grid: empty"}},
 		{"name without values", SweepSpec{Run: ppoRun, Grid: map[string][]any{"gamma": {}}}, []string{"grid.gamma: needs at least one value"}},
 		{"unknown hyper-parameter", SweepSpec{Run: ppoRun, Grid: map[string][]any{"learning_rat": {0.1, 0.2}}}, []string{"grid.learning_rat: unknown hyper-parameter"}},
-		{"bad value", SweepSpec{Run: ppoRun, Grid: map[string][]any{"gamma": {0.9, "high"}}}, []string{"grid: trial gamma=high"}},
+		{"bad value", SweepSpec{Run: ppoRun, Grid: map[string][]any{"gamma": {0.9, "high"}}}, []string{"grid.gamma: got a string, want a number"}},
 		{"knob out of range", SweepSpec{Run: ppoRun, Grid: map[string][]any{"workers": {1.0, 500.0}}}, []string{"grid.workers: must be 1..64", "grid: trial workers=500"}},
 		{"too many trials", SweepSpec{Run: ppoRun, Grid: map[string][]any{"seed": make([]any, 300)}}, []string{"grid: expands to 300 trials"}},
 		{"bad base", SweepSpec{Run: training.Spec{Env: "cartpole"}.WithDefaults(), Grid: map[string][]any{"seed": {1.0}}}, []string{"run.cluster: required"}},

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/training"
 )
 
@@ -28,10 +28,10 @@ const (
 // Metrics a scheduler can judge trials by: each reads one iteration's
 // numbers (ok false when the iteration has no value, e.g. no episode has
 // ended yet).
-var Metrics = map[string]func(ppo.Metrics) (float64, bool){
-	"mean_return":         func(m ppo.Metrics) (float64, bool) { return m.RecentReturnMean, m.RecentEpisodes > 0 },
-	"episode_return_mean": func(m ppo.Metrics) (float64, bool) { return m.EpisodeReturnMean, m.Episodes > 0 },
-	"episode_length_mean": func(m ppo.Metrics) (float64, bool) { return m.EpisodeLengthMean, m.Episodes > 0 },
+var Metrics = map[string]func(learner.Metrics) (float64, bool){
+	"mean_return":         func(m learner.Metrics) (float64, bool) { return m.RecentReturnMean, m.RecentEpisodes > 0 },
+	"episode_return_mean": func(m learner.Metrics) (float64, bool) { return m.EpisodeReturnMean, m.Episodes > 0 },
+	"episode_length_mean": func(m learner.Metrics) (float64, bool) { return m.EpisodeLengthMean, m.Episodes > 0 },
 }
 
 // Scheduler stops weak trials early, judging them by a metric their runs
@@ -140,7 +140,7 @@ func (s Scheduler) check(runIterations int64) []*training.FieldError {
 // workflow receives them, so a replay decides the same.
 type stopper struct {
 	s     Scheduler
-	value func(ppo.Metrics) (float64, bool)
+	value func(learner.Metrics) (float64, bool)
 	// seen is each trial's results by index, in iteration order.
 	seen map[int][]result
 	// rungs[k] records each trial's value at asha rung k.
@@ -193,7 +193,7 @@ func short(mode string) string {
 // observe records trial's new iterations (older or repeated ones, as a
 // restore hands back, are skipped) and says whether the trial must stop.
 // The iterations are judged in order; the first that fails stops it.
-func (st *stopper) observe(trial int, ms []ppo.Metrics) (Decision, bool) {
+func (st *stopper) observe(trial int, ms []learner.Metrics) (Decision, bool) {
 	for _, m := range ms {
 		v, ok := st.value(m)
 		if !ok || math.IsNaN(v) {

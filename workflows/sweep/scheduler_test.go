@@ -5,18 +5,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/internal/learner"
 )
 
 // at is one iteration of a trial's report with mean_return v.
-func at(it int64, v float64) ppo.Metrics {
-	return ppo.Metrics{Iteration: it, RecentReturnMean: v, RecentEpisodes: 10}
+func at(it int64, v float64) learner.Metrics {
+	return learner.Metrics{Iteration: it, RecentReturnMean: v, RecentEpisodes: 10}
 }
 
 // step is one report in the order the sweep receives it.
 type step struct {
 	trial int
-	ms    []ppo.Metrics
+	ms    []learner.Metrics
 	stop  string // "" goes on; else a substring of the reason
 }
 
@@ -50,62 +50,62 @@ func TestASHADecisions(t *testing.T) {
 		steps []step
 	}{
 		{"first at a rung goes on", asha, []step{
-			{1, []ppo.Metrics{at(5, 10)}, ""},
+			{1, []learner.Metrics{at(5, 10)}, ""},
 		}},
 		{"below the cutoff stops", asha, []step{
-			{1, []ppo.Metrics{at(5, 100)}, ""},
-			{2, []ppo.Metrics{at(5, 50)}, "stopped by asha at rung 5 (mean_return 50.0 < cutoff 100.0 of 1 trials)"},
+			{1, []learner.Metrics{at(5, 100)}, ""},
+			{2, []learner.Metrics{at(5, 50)}, "stopped by asha at rung 5 (mean_return 50.0 < cutoff 100.0 of 1 trials)"},
 		}},
 		{"top third of three goes on, the rest stop", asha, []step{
-			{1, []ppo.Metrics{at(5, 10)}, ""},
-			{2, []ppo.Metrics{at(5, 40)}, ""}, // cutoff 10
+			{1, []learner.Metrics{at(5, 10)}, ""},
+			{2, []learner.Metrics{at(5, 40)}, ""}, // cutoff 10
 			// recorded 10, 40: 2/3 percentile = 10 + (2/3)(30) = 30
-			{3, []ppo.Metrics{at(5, 29)}, "mean_return 29.0 < cutoff 30.0"},
-			{4, []ppo.Metrics{at(5, 35)}, ""}, // recorded 10, 40, 29: cutoff 29 + (1/3)(11)… 33.3
+			{3, []learner.Metrics{at(5, 29)}, "mean_return 29.0 < cutoff 30.0"},
+			{4, []learner.Metrics{at(5, 35)}, ""}, // recorded 10, 40, 29: cutoff 29 + (1/3)(11)… 33.3
 		}},
 		{"a report spanning a rung is judged at the rung's iteration", asha, []step{
-			{1, []ppo.Metrics{at(1, 0), at(2, 0), at(3, 50), at(4, 60), at(5, 70), at(6, 80)}, ""},
-			{2, []ppo.Metrics{at(4, 90), at(5, 20), at(6, 99)}, "rung 5 (mean_return 20.0 < cutoff 70.0"},
+			{1, []learner.Metrics{at(1, 0), at(2, 0), at(3, 50), at(4, 60), at(5, 70), at(6, 80)}, ""},
+			{2, []learner.Metrics{at(4, 90), at(5, 20), at(6, 99)}, "rung 5 (mean_return 20.0 < cutoff 70.0"},
 		}},
 		{"second rung compares with those that reached it", asha, []step{
-			{1, []ppo.Metrics{at(5, 10), at(15, 100)}, ""},
-			{2, []ppo.Metrics{at(5, 20)}, ""},
-			{2, []ppo.Metrics{at(15, 90)}, "rung 15 (mean_return 90.0 < cutoff 100.0"},
+			{1, []learner.Metrics{at(5, 10), at(15, 100)}, ""},
+			{2, []learner.Metrics{at(5, 20)}, ""},
+			{2, []learner.Metrics{at(15, 90)}, "rung 15 (mean_return 90.0 < cutoff 100.0"},
 		}},
 		{"a rung judges once; repeats after a restore are skipped", asha, []step{
-			{1, []ppo.Metrics{at(5, 100)}, ""},
-			{2, []ppo.Metrics{at(5, 100), at(6, 1)}, ""},
-			{2, []ppo.Metrics{at(5, 1), at(7, 1)}, ""},
+			{1, []learner.Metrics{at(5, 100)}, ""},
+			{2, []learner.Metrics{at(5, 100), at(6, 1)}, ""},
+			{2, []learner.Metrics{at(5, 1), at(7, 1)}, ""},
 		}},
 		{"no value yet: judged at its first iteration with one", asha, []step{
-			{1, []ppo.Metrics{at(5, 100)}, ""},
-			{2, []ppo.Metrics{{Iteration: 5}, {Iteration: 6}, at(7, 3)}, "rung 5 (mean_return 3.0 < cutoff 100.0"},
+			{1, []learner.Metrics{at(5, 100)}, ""},
+			{2, []learner.Metrics{{Iteration: 5}, {Iteration: 6}, at(7, 3)}, "rung 5 (mean_return 3.0 < cutoff 100.0"},
 		}},
 		{"min mode stops the highest", Scheduler{Type: SchedulerASHA, Metric: "episode_length_mean", Mode: "min", GracePeriod: 2, ReductionFactor: 2, MaxT: 10}, []step{
-			{1, []ppo.Metrics{{Iteration: 2, Episodes: 1, EpisodeLengthMean: 30}}, ""},
-			{2, []ppo.Metrics{{Iteration: 2, Episodes: 1, EpisodeLengthMean: 20}}, ""},
-			{3, []ppo.Metrics{{Iteration: 2, Episodes: 1, EpisodeLengthMean: 26}}, "episode_length_mean 26.0 > cutoff 25.0"},
+			{1, []learner.Metrics{{Iteration: 2, Episodes: 1, EpisodeLengthMean: 30}}, ""},
+			{2, []learner.Metrics{{Iteration: 2, Episodes: 1, EpisodeLengthMean: 20}}, ""},
+			{3, []learner.Metrics{{Iteration: 2, Episodes: 1, EpisodeLengthMean: 26}}, "episode_length_mean 26.0 > cutoff 25.0"},
 		}},
 		{"median: too few others goes on", Scheduler{Type: SchedulerMedian, Metric: "mean_return", Mode: "max", GracePeriod: 3, MinSamples: 2}, []step{
-			{1, []ppo.Metrics{at(1, 50), at(2, 50), at(3, 50)}, ""},
-			{2, []ppo.Metrics{at(1, 1), at(2, 1), at(3, 1)}, ""},
+			{1, []learner.Metrics{at(1, 50), at(2, 50), at(3, 50)}, ""},
+			{2, []learner.Metrics{at(1, 1), at(2, 1), at(3, 1)}, ""},
 		}},
 		{"median: best below the others' running means' median stops", Scheduler{Type: SchedulerMedian, Metric: "mean_return", Mode: "max", GracePeriod: 3, MinSamples: 2}, []step{
-			{1, []ppo.Metrics{at(1, 10), at(2, 20), at(3, 30), at(4, 100)}, ""}, // running mean at 3: 20
-			{2, []ppo.Metrics{at(1, 30), at(2, 40), at(3, 50)}, ""},             // running mean at 3: 40
+			{1, []learner.Metrics{at(1, 10), at(2, 20), at(3, 30), at(4, 100)}, ""}, // running mean at 3: 20
+			{2, []learner.Metrics{at(1, 30), at(2, 40), at(3, 50)}, ""},             // running mean at 3: 40
 			// others at 3: 20 and 40, median 30; best so far 25
-			{3, []ppo.Metrics{at(1, 25), at(2, 5)}, ""},
-			{3, []ppo.Metrics{at(3, 5)}, "stopped by median at iteration 3 (best mean_return 25.0 < median 30.0 of 2 trials)"},
+			{3, []learner.Metrics{at(1, 25), at(2, 5)}, ""},
+			{3, []learner.Metrics{at(3, 5)}, "stopped by median at iteration 3 (best mean_return 25.0 < median 30.0 of 2 trials)"},
 		}},
 		{"median: before the grace period nothing stops", Scheduler{Type: SchedulerMedian, Metric: "mean_return", Mode: "max", GracePeriod: 3, MinSamples: 1}, []step{
-			{1, []ppo.Metrics{at(1, 100), at(2, 100), at(3, 100)}, ""},
-			{2, []ppo.Metrics{at(1, 0), at(2, 0)}, ""},
-			{2, []ppo.Metrics{at(3, 0)}, "median at iteration 3"},
+			{1, []learner.Metrics{at(1, 100), at(2, 100), at(3, 100)}, ""},
+			{2, []learner.Metrics{at(1, 0), at(2, 0)}, ""},
+			{2, []learner.Metrics{at(3, 0)}, "median at iteration 3"},
 		}},
 		{"median: only others that reached the iteration count", Scheduler{Type: SchedulerMedian, Metric: "mean_return", Mode: "max", GracePeriod: 1, MinSamples: 1}, []step{
-			{1, []ppo.Metrics{at(1, 100)}, ""},
-			{2, []ppo.Metrics{at(1, 0)}, "median 100.0 of 1 trials"},
-			{3, []ppo.Metrics{at(1, 200), at(2, 0)}, ""}, // at 2 nobody else has been
+			{1, []learner.Metrics{at(1, 100)}, ""},
+			{2, []learner.Metrics{at(1, 0)}, "median 100.0 of 1 trials"},
+			{3, []learner.Metrics{at(1, 200), at(2, 0)}, ""}, // at 2 nobody else has been
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

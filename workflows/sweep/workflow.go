@@ -20,7 +20,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/internal/workspec"
 	"github.com/trainyard/trainyard/workflows/cluster"
@@ -198,7 +198,7 @@ func (p *Results) rank() []int {
 }
 
 // report applies a trial run's latest iterations to its row.
-func (t *Trial) report(ms []ppo.Metrics, metric string) {
+func (t *Trial) report(ms []learner.Metrics, metric string) {
 	for _, m := range ms {
 		if m.Iteration <= t.Iteration {
 			continue
@@ -214,7 +214,7 @@ func (t *Trial) report(ms []ppo.Metrics, metric string) {
 
 // latest sets Metric from the last of ms with a value (mean_return is
 // MeanReturn's).
-func (t *Trial) latest(ms []ppo.Metrics, metric string) {
+func (t *Trial) latest(ms []learner.Metrics, metric string) {
 	if metric == DefaultMetric || Metrics[metric] == nil {
 		return
 	}

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/workflows/cluster"
 	"github.com/trainyard/trainyard/workflows/job"
@@ -275,9 +275,9 @@ func TestSweepASHAStopsWeakTrials(t *testing.T) {
 			lr := in.Spec.Hyperparameters["learning_rate"].(float64)
 			from := in.FromCheckpoint * int64(in.Iterations)
 			to := min(from+int64(in.Iterations), int64(in.Spec.Iterations))
-			var ms []ppo.Metrics
+			var ms []learner.Metrics
 			for it := from + 1; it <= to; it++ {
-				ms = append(ms, ppo.Metrics{Iteration: it, RecentEpisodes: 10, RecentReturnMean: lr * 1e5 * float64(it)})
+				ms = append(ms, learner.Metrics{Iteration: it, RecentEpisodes: 10, RecentReturnMean: lr * 1e5 * float64(it)})
 			}
 			last := ms[len(ms)-1]
 			return training.SegmentResult{Iteration: to, Checkpoint: in.FromCheckpoint + 1, Metrics: ms, Episodes: 10,

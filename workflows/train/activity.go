@@ -12,8 +12,8 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/logstream"
-	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/training"
 )
 
@@ -153,13 +153,13 @@ func beating[T, R any](ctx context.Context, stalled func() string, run func(beat
 	return st, err
 }
 
-type segmentFunc func(context.Context, training.SegmentInput, func(ppo.Metrics)) (training.SegmentResult, error)
+type segmentFunc func(context.Context, training.SegmentInput, func(learner.Metrics)) (training.SegmentResult, error)
 
 func (a *AgentActivities) segment(ctx context.Context, in training.SegmentInput, run segmentFunc) (training.SegmentResult, error) {
-	return beating(ctx, a.stalled, func(beat func(ppo.Metrics)) (training.SegmentResult, error) {
+	return beating(ctx, a.stalled, func(beat func(learner.Metrics)) (training.SegmentResult, error) {
 		sctx, tel := startSegment(ctx, in) // the segment's span and metrics (telemetry.go)
 		stamps := &training.Stamps{}
-		res, err := run(sctx, in, func(m ppo.Metrics) {
+		res, err := run(sctx, in, func(m learner.Metrics) {
 			stamps.Saw(m)
 			tel.iteration(sctx, m)
 			beat(m)

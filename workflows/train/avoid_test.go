@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/workflows/cluster"
 	"github.com/trainyard/trainyard/workflows/job"
@@ -82,10 +82,10 @@ func TestRunAvoidsTheNodeItLeft(t *testing.T) {
 	}
 }
 
-func metricsUpTo(from, to int64) []ppo.Metrics {
-	var ms []ppo.Metrics
+func metricsUpTo(from, to int64) []learner.Metrics {
+	var ms []learner.Metrics
 	for i := from; i <= to; i++ {
-		ms = append(ms, ppo.Metrics{Iteration: i})
+		ms = append(ms, learner.Metrics{Iteration: i})
 	}
 	return ms
 }

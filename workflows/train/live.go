@@ -5,7 +5,7 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/training"
 )
 
@@ -17,7 +17,7 @@ import (
 type Live struct {
 	// Metrics is the built-in learner's newest iteration, newer than the
 	// progress query's between checkpoints.
-	Metrics *ppo.Metrics
+	Metrics *learner.Metrics
 	// Output is a command trainer's recent output (rank 0's of a gang), or
 	// the LLM loop trainer's.
 	Output string
@@ -57,7 +57,7 @@ func LiveOf(pending []*workflowpb.PendingActivityInfo) Live {
 		if l.loop(pa.GetActivityType().GetName(), details) {
 			continue
 		}
-		var m ppo.Metrics
+		var m learner.Metrics
 		if err := dc.FromPayloads(details, &m); err == nil && m.Iteration > 0 {
 			l.Metrics = &m
 		}

@@ -7,7 +7,7 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/training"
 )
 
@@ -39,7 +39,7 @@ func TestLiveOf(t *testing.T) {
 		}},
 		{"a segment, before and after its first beat", []*workflowpb.PendingActivityInfo{
 			pending(t, "RunSegment", nil),
-			pending(t, "RunSegment", ppo.Metrics{Iteration: 7, EpisodeReturnMean: 30}),
+			pending(t, "RunSegment", learner.Metrics{Iteration: 7, EpisodeReturnMean: 30}),
 		}, func(t *testing.T, l Live) {
 			if l.Metrics == nil || l.Metrics.Iteration != 7 || l.Output != "" {
 				t.Errorf("%+v", l)

@@ -3,7 +3,7 @@ package train
 import (
 	"context"
 
-	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/training"
 )
 
@@ -24,15 +24,15 @@ func (p *RunProgress) finish(spec training.Spec, seg training.SegmentResult) str
 // checkpoints when r keeps them), and returns the progress the workflow
 // would: `trainyard run train --local`. iteration is called after every
 // iteration with the progress so far and the iteration's metrics.
-func RunLocal(ctx context.Context, r *training.Runner, in Input, iteration func(RunProgress, ppo.Metrics)) (RunProgress, error) {
+func RunLocal(ctx context.Context, r *training.Runner, in Input, iteration func(RunProgress, learner.Metrics)) (RunProgress, error) {
 	spec := in.Spec // defaulted by the caller, as at submission
-	p := &RunProgress{State: "running", Metrics: []ppo.Metrics{}}
+	p := &RunProgress{State: "running", Metrics: []learner.Metrics{}}
 	defer r.Forget(in.RunID)
 	for {
 		seg, err := r.RunSegment(ctx, training.SegmentInput{
 			RunID: in.RunID, Spec: spec, EnvPlugin: in.EnvPlugin, RewardPlugin: in.RewardPlugin,
 			FromCheckpoint: p.Checkpoint, Iterations: spec.CheckpointEvery, Endpoints: in.Endpoints,
-		}, func(m ppo.Metrics) {
+		}, func(m learner.Metrics) {
 			if iteration != nil {
 				iteration(*p, m)
 			}

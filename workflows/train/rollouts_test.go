@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/workflows/cluster"
@@ -115,7 +116,7 @@ func TestDistributedRunReplacesLostRolloutWorker(t *testing.T) {
 				}
 			}
 			it := int64(2 * segs)
-			ms := []ppo.Metrics{{Iteration: it - 1}, {Iteration: it, Rollouts: []ppo.RolloutInfo{{Worker: 0, WeightVersion: it - 1}, {Worker: 1, WeightVersion: it - 1}}}}
+			ms := []learner.Metrics{{Iteration: it - 1}, {Iteration: it, Rollouts: []ppo.RolloutInfo{{Worker: 0, WeightVersion: it - 1}, {Worker: 1, WeightVersion: it - 1}}}}
 			res := training.SegmentResult{Metrics: ms, Iteration: it, Checkpoint: int64(segs), Done: segs == 3}
 			if res.Done {
 				c.mu.Lock()

@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 
-	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/training"
 )
 
@@ -43,9 +43,14 @@ const (
 
 // instruments are the training metrics, labelled run_id and node.
 type instruments struct {
-	iterations, timesteps, episodes                        metric.Int64Counter
-	returnMean, returnMin, returnMax, recentReturn         metric.Float64Gauge
-	stepsPerSecond, policyLoss, valueLoss, entropy, kl, lr metric.Float64Gauge
+	iterations, timesteps, episodes                metric.Int64Counter
+	returnMean, returnMin, returnMax, recentReturn metric.Float64Gauge
+	stepsPerSecond                                 metric.Float64Gauge
+	// named are the algorithm's own metrics with a gauge of their own
+	// (PPO's, by the names in learner.Metrics.Values); other is every
+	// other one, labelled metric.
+	named map[string]metric.Float64Gauge
+	other metric.Float64Gauge
 }
 
 func newInstruments(m metric.Meter) *instruments {
@@ -58,7 +63,7 @@ func newInstruments(m metric.Meter) *instruments {
 		g, _ := m.Float64Gauge(name, metric.WithDescription(desc))
 		return g
 	}
-	in.iterations = counter("trainyard.training.iterations", "{iteration}", "PPO iterations completed.")
+	in.iterations = counter("trainyard.training.iterations", "{iteration}", "Training iterations completed.")
 	in.timesteps = counter("trainyard.training.timesteps", "{step}", "Env steps taken by training (redone segments count again).")
 	in.episodes = counter("trainyard.training.episodes", "{episode}", "Episodes finished during rollouts.")
 	in.returnMean = gauge("trainyard.training.episode_return.mean", "Mean return of the episodes finished in the latest iteration.")
@@ -66,11 +71,14 @@ func newInstruments(m metric.Meter) *instruments {
 	in.returnMax = gauge("trainyard.training.episode_return.max", "Highest return of the episodes finished in the latest iteration.")
 	in.recentReturn = gauge("trainyard.training.episode_return.recent_mean", "Mean return of the last 100 episodes (what target_return compares).")
 	in.stepsPerSecond = gauge("trainyard.training.env_steps_per_second", "Env steps per second over the latest iteration (rollout and update).")
-	in.policyLoss = gauge("trainyard.training.policy_loss", "Clipped policy loss of the latest iteration.")
-	in.valueLoss = gauge("trainyard.training.value_loss", "Value loss of the latest iteration.")
-	in.entropy = gauge("trainyard.training.entropy", "Policy entropy of the latest iteration.")
-	in.kl = gauge("trainyard.training.approx_kl", "Approximate KL divergence between old and new policy in the latest iteration.")
-	in.lr = gauge("trainyard.training.learning_rate", "Learning rate of the latest iteration.")
+	in.named = map[string]metric.Float64Gauge{
+		"policy_loss":   gauge("trainyard.training.policy_loss", "Clipped policy loss of the latest iteration."),
+		"value_loss":    gauge("trainyard.training.value_loss", "Value loss of the latest iteration."),
+		"entropy":       gauge("trainyard.training.entropy", "Policy entropy of the latest iteration."),
+		"approx_kl":     gauge("trainyard.training.approx_kl", "Approximate KL divergence between old and new policy in the latest iteration."),
+		"learning_rate": gauge("trainyard.training.learning_rate", "Learning rate of the latest iteration."),
+	}
+	in.other = gauge("trainyard.training.algorithm_metric", "The algorithm's other metrics of the latest iteration (label metric: q_loss, epsilon, ...).")
 	return in
 }
 
@@ -83,8 +91,9 @@ type segmentTelemetry struct {
 	span      trace.Span
 	in        *instruments
 	attrs     metric.MeasurementOption
-	first     int64 // iteration before the segment's first; -1 until one ran
-	timesteps int64 // after the previous iteration
+	labels    []attribute.KeyValue // run_id and node
+	first     int64                // iteration before the segment's first; -1 until one ran
+	timesteps int64                // after the previous iteration
 }
 
 // startSegment starts the segment's span. The node is the agent's: the
@@ -102,12 +111,13 @@ func startSegmentWith(ctx context.Context, in training.SegmentInput, inst *instr
 	ctx, span := otel.Tracer(instrumentation).Start(ctx, SpanSegment, trace.WithAttributes(
 		AttrRun.String(in.RunID), AttrNode.String(node),
 		AttrFromCheckpoint.Int64(in.FromCheckpoint), AttrIterations.Int(in.Iterations)))
-	return ctx, &segmentTelemetry{span: span, in: inst, first: -1,
-		attrs: metric.WithAttributeSet(attribute.NewSet(attribute.String("run_id", in.RunID), attribute.String("node", node)))}
+	labels := []attribute.KeyValue{attribute.String("run_id", in.RunID), attribute.String("node", node)}
+	return ctx, &segmentTelemetry{span: span, in: inst, first: -1, labels: labels,
+		attrs: metric.WithAttributeSet(attribute.NewSet(labels...))}
 }
 
 // iteration records one iteration's metrics.
-func (t *segmentTelemetry) iteration(ctx context.Context, m ppo.Metrics) {
+func (t *segmentTelemetry) iteration(ctx context.Context, m learner.Metrics) {
 	steps := m.Timesteps - t.timesteps
 	if t.first < 0 {
 		t.first = m.Iteration - 1
@@ -131,11 +141,13 @@ func (t *segmentTelemetry) iteration(ctx context.Context, m ppo.Metrics) {
 		in.recentReturn.Record(ctx, m.RecentReturnMean, a)
 	}
 	in.stepsPerSecond.Record(ctx, m.StepsPerSecond, a)
-	in.policyLoss.Record(ctx, m.PolicyLoss, a)
-	in.valueLoss.Record(ctx, m.ValueLoss, a)
-	in.entropy.Record(ctx, m.Entropy, a)
-	in.kl.Record(ctx, m.ApproxKL, a)
-	in.lr.Record(ctx, m.LearningRate, a)
+	for name, v := range m.Values {
+		if g, ok := in.named[name]; ok {
+			g.Record(ctx, v, a)
+		} else {
+			in.other.Record(ctx, v, metric.WithAttributeSet(attribute.NewSet(append(t.labels, attribute.String("metric", name))...)))
+		}
+	}
 }
 
 // end closes the span with what the segment did.

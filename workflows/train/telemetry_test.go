@@ -18,7 +18,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/training"
 )
 
@@ -37,8 +37,9 @@ func TestSegmentTelemetry(t *testing.T) {
 
 	ctx, tel := startSegmentWith(context.Background(), training.SegmentInput{RunID: "run-1", FromCheckpoint: 3, Iterations: 2}, inst)
 	for i := int64(7); i <= 8; i++ {
-		tel.iteration(ctx, ppo.Metrics{Iteration: i, Timesteps: 100 * i, Episodes: 2, EpisodeReturnMean: 20, EpisodeReturnMin: 10, EpisodeReturnMax: 30,
-			RecentReturnMean: 19, RecentEpisodes: 50, StepsPerSecond: 1234, PolicyLoss: -0.01, ValueLoss: 0.5, Entropy: 0.69, ApproxKL: 0.002, LearningRate: 3e-4})
+		tel.iteration(ctx, learner.Metrics{Iteration: i, Timesteps: 100 * i, Episodes: 2, EpisodeReturnMean: 20, EpisodeReturnMin: 10, EpisodeReturnMax: 30,
+			RecentReturnMean: 19, RecentEpisodes: 50, StepsPerSecond: 1234,
+			Values: map[string]float64{"policy_loss": -0.01, "value_loss": 0.5, "entropy": 0.69, "approx_kl": 0.002, "learning_rate": 3e-4, "epsilon": 0.25}})
 	}
 	tel.end(training.SegmentResult{Iteration: 8, Checkpoint: 4, MeanReturn: 19}, nil)
 	_, failed := startSegmentWith(context.Background(), training.SegmentInput{RunID: "run-2"}, inst)

@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/trainyard/trainyard/internal/inference"
-	"github.com/trainyard/trainyard/internal/ppo"
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/internal/workspec"
 	"github.com/trainyard/trainyard/workflows/cluster"
@@ -76,8 +76,8 @@ type RunControl struct {
 // TrialProgress is the payload of SignalTrialProgress: the iterations a
 // segment trained.
 type TrialProgress struct {
-	RunID   string        `json:"run_id"`
-	Metrics []ppo.Metrics `json:"metrics"`
+	RunID   string            `json:"run_id"`
+	Metrics []learner.Metrics `json:"metrics"`
 }
 
 // RunRestore records a resume from a checkpoint.
@@ -113,9 +113,9 @@ type RunProgress struct {
 	Restores   []RunRestore `json:"restores,omitempty"`
 	// Drains counts moves off draining nodes (preemption notice, SIGTERM,
 	// drain request): each checkpointed first, so none is a failure.
-	Drains  int             `json:"drains,omitempty" doc:"Times the run moved off a draining node after a just-in-time checkpoint."`
-	Metrics []ppo.Metrics   `json:"metrics" doc:"Per-iteration metrics, oldest first."`
-	Eval    *ppo.EvalResult `json:"eval,omitempty" doc:"Deterministic evaluation of the final policy."`
+	Drains  int                 `json:"drains,omitempty" doc:"Times the run moved off a draining node after a just-in-time checkpoint."`
+	Metrics []learner.Metrics   `json:"metrics" doc:"Per-iteration metrics, oldest first."`
+	Eval    *learner.EvalResult `json:"eval,omitempty" doc:"Deterministic evaluation of the final policy."`
 	// Output is the end of a command trainer's output once it exited.
 	Output string `json:"output,omitempty" doc:"Command runs: the last lines the trainer printed (live: GET /v1/runs/{id} live_output)."`
 	// Ranks is a multi-node command trainer's node per rank.
@@ -152,7 +152,7 @@ func (p *RunProgress) apply(seg training.SegmentResult) {
 		}
 	}
 	if n := len(p.Metrics); n > maxHistory {
-		p.Metrics = append([]ppo.Metrics(nil), p.Metrics[n-maxHistory:]...)
+		p.Metrics = append([]learner.Metrics(nil), p.Metrics[n-maxHistory:]...)
 	}
 	p.Iteration, p.Timesteps, p.Checkpoint = seg.Iteration, seg.Timesteps, seg.Checkpoint
 	p.MeanReturn = seg.MeanReturn
@@ -182,7 +182,7 @@ func Workflow(ctx workflow.Context, in Input) (RunProgress, error) {
 	if in.InfeasibleGrace <= 0 {
 		in.InfeasibleGrace = 5 * time.Minute
 	}
-	p := &RunProgress{State: "waiting", Metrics: []ppo.Metrics{}}
+	p := &RunProgress{State: "waiting", Metrics: []learner.Metrics{}}
 	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (RunProgress, error) { return *p, nil }); err != nil {
 		return *p, err
 	}
@@ -342,8 +342,8 @@ func nextEpoch(ctx workflow.Context, prev int64) int64 {
 
 // trimRollouts drops the fragment names a distributed iteration carries:
 // a sweep needs only the numbers.
-func trimRollouts(ms []ppo.Metrics) []ppo.Metrics {
-	out := make([]ppo.Metrics, len(ms))
+func trimRollouts(ms []learner.Metrics) []learner.Metrics {
+	out := make([]learner.Metrics, len(ms))
 	for i, m := range ms {
 		m.Rollouts = nil
 		out[i] = m

@@ -25,7 +25,7 @@ func TestLearnCartPole(t *testing.T) {
 		if err := spec.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := spec.PPOConfig(cartpole.Name)
+		cfg, err := ppoConfig(spec, cartpole.Name)
 		if err != nil {
 			t.Fatal(err)
 		}

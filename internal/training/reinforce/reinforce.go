@@ -26,7 +26,8 @@ func init() {
 		Validate: func(s training.Spec, bad func(field, format string, a ...any)) {
 			training.LearnerFields(s, Name, bad)
 		},
-		Learner: Configure,
+		Learner:     ppo.Factory{Adjust: Configure},
+		Distributed: &ppo.Factory{Adjust: Configure},
 	})
 }
 

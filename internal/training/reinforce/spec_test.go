@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/sdk/go/envs/cartpole"
 )
@@ -22,11 +23,19 @@ func TestSpecIsChecked(t *testing.T) {
 		}
 	}
 	s := training.Spec{Cluster: "test", Env: cartpole.Name, Algorithm: Name, BatchSize: 64, Hyperparameters: map[string]any{"epochs": 2}}.WithDefaults()
-	cfg, err := s.PPOConfig(cartpole.Name)
+	cfg, err := ppoConfig(s, cartpole.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.MinibatchSize != 64 || cfg.Epochs != 2 {
 		t.Fatalf("the run's batch_size and epochs did not win: %+v", cfg)
 	}
+}
+
+func ppoConfig(s training.Spec, envName string) (ppo.Config, error) {
+	c, err := s.LearnerConfig(envName)
+	if err != nil {
+		return ppo.Config{}, err
+	}
+	return c.(ppo.Config), nil
 }
