@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -130,6 +131,26 @@ type AlgorithmInfo struct {
 	Doc   string `json:"doc"`
 	Shape string `json:"shape" doc:"How the run workflow runs it: segments (the built-in learner), command (your trainer process) or loop (the LLM-RL loop)."`
 	Kind  string `json:"kind,omitempty" doc:"The run kind that sets it; unset: a kind training run names it in algorithm."`
+	// Hyperparameters are the learner config's names and fallback values.
+	Hyperparameters map[string]any `json:"hyperparameters,omitempty" doc:"The built-in learner's hyper-parameters a run may set in hyperparameters, with their defaults for an env without tuned ones (CartPole-v1 and Pendulum-v1 have their own)."`
+	Distributed     bool           `json:"distributed,omitempty" doc:"It takes rollout_workers (distributed rollouts)."`
+}
+
+// algorithmInfo describes a for GET /v1/algorithms.
+func algorithmInfo(a training.Algorithm) AlgorithmInfo {
+	info := AlgorithmInfo{Name: a.Name, Doc: a.Doc, Shape: string(a.Shape), Kind: a.Kind, Distributed: a.Distributed != nil}
+	if a.Learner == nil {
+		return info
+	}
+	cfg, err := a.Learner.Config("", learner.Knobs{Workers: 1})
+	if err != nil {
+		return info
+	}
+	b, _ := json.Marshal(cfg)
+	_ = json.Unmarshal(b, &info.Hyperparameters)
+	delete(info.Hyperparameters, "seed") // the run's own fields
+	delete(info.Hyperparameters, "workers")
+	return info
 }
 
 type listAlgorithmsOutput struct {
@@ -151,7 +172,7 @@ func (s *Server) registerRuns() {
 		func(context.Context, *struct{}) (*listAlgorithmsOutput, error) {
 			out := &listAlgorithmsOutput{}
 			for _, a := range training.Algorithms() {
-				out.Body.Algorithms = append(out.Body.Algorithms, AlgorithmInfo{Name: a.Name, Doc: a.Doc, Shape: string(a.Shape), Kind: a.Kind})
+				out.Body.Algorithms = append(out.Body.Algorithms, algorithmInfo(a))
 			}
 			return out, nil
 		})
@@ -307,7 +328,7 @@ func (s *Server) submitRun(ctx context.Context, in *submitRunInput) (*runRefOutp
 		}
 		ids = append(ids, env.ID)
 	}
-	if spec.Shape() == training.ShapeSegments {
+	if spec.Shape().Learns() {
 		if _, err := spec.LearnerConfig(env.Metadata.Name); err != nil {
 			return nil, fieldErrors("invalid run spec", err)
 		}

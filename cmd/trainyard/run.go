@@ -168,7 +168,7 @@ func newRunCmd() *cobra.Command {
 				return err
 			}
 			follow, _ := cmd.Flags().GetBool("follow")
-			if r, err := getRun(cmd.Context(), c, args[0]); err == nil && r.Spec.Shape() == training.ShapeCommand {
+			if r, err := getRun(cmd.Context(), c, args[0]); err == nil && r.Spec.Shape().Process() {
 				rank, _ := cmd.Flags().GetInt("rank")
 				if rank >= max(r.Spec.Nodes, 1) {
 					return fmt.Errorf("run %s has no rank %d (its trainer has %d process(es))", args[0], rank, max(r.Spec.Nodes, 1))
@@ -365,7 +365,7 @@ func runTable(w *tabwriter.Writer, r api.Run) {
 	if len(p.Nodes) > 0 {
 		fmt.Fprintf(w, "ran on\t%s\n", strings.Join(p.Nodes, ", "))
 	}
-	if r.Spec.Shape() != training.ShapeLoop {
+	if sh := r.Spec.Shape(); sh.Learns() || sh.Process() { // the loop reports steps of its own
 		fmt.Fprintf(w, "iteration\t%d\ntimesteps\t%d\nmean return\t%.2f (best %.2f)\n", p.Iteration, p.Timesteps, p.MeanReturn, p.BestReturn)
 	}
 	fmt.Fprintf(w, "checkpoint\t%d\nplacements\t%d\nlost segments\t%d\nmoved off draining nodes\t%d\n", p.Checkpoint, p.Placements, p.Failures, p.Drains)

@@ -55,14 +55,29 @@ const (
 	ShapeLoop Shape = "loop"
 )
 
+// What each shape can do, the one place that says so: the API, the CLI,
+// sweeps and the workflow ask these, never a shape's name.
+var shapes = map[Shape]struct{ pausable, learns, process bool }{
+	ShapeSegments: {pausable: true, learns: true},
+	ShapeCommand:  {process: true},
+	ShapeLoop:     {pausable: true},
+}
+
 // Pausable reports whether the platform sees the shape's checkpoint
 // boundaries, so a pause can stop it at one (a command's it cannot).
-func (s Shape) Pausable() bool { return s != ShapeCommand }
+func (s Shape) Pausable() bool { return shapes[s].pausable }
 
 // Learns reports whether the platform's learner trains it, so its progress
-// is iterations and their metrics (the others report scalars of their
-// own: TRAINYARD_SCALAR lines, the loop's status).
-func (s Shape) Learns() bool { return s == ShapeSegments }
+// is iterations and their metrics, its config is the algorithm's learner
+// config (hyper-parameters), and a sweep trial's values reach it as
+// hyper-parameters (the others report scalars of their own:
+// TRAINYARD_SCALAR lines, the loop's status).
+func (s Shape) Learns() bool { return shapes[s].learns }
+
+// Process reports whether the trainer is the user's own process: it gets
+// GPUs and nodes (ranks, one per node), its output is per rank, and a sweep
+// trial's values reach it in its argv.
+func (s Shape) Process() bool { return shapes[s].process }
 
 var (
 	algorithmsMu sync.RWMutex

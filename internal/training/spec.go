@@ -237,7 +237,7 @@ func (s Spec) Validate() error {
 			bad("capabilities.http", "http_rate and http_burst need endpoints in http")
 		}
 	}
-	if s.Shape() != ShapeSegments {
+	if !s.Shape().Learns() {
 		return errors.Join(errs...)
 	}
 	if _, err := s.LearnerConfig(""); err != nil {
@@ -332,7 +332,7 @@ func (s Spec) TrainerWork(id, kind string) workspec.Spec {
 // Ranks is how many trainer processes a command run has (Nodes, at
 // least 1).
 func (s Spec) Ranks() int {
-	if s.Shape() == ShapeCommand && s.Nodes > 1 {
+	if s.Shape().Process() && s.Nodes > 1 {
 		return s.Nodes
 	}
 	return 1

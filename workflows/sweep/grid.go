@@ -159,7 +159,7 @@ func (s SweepSpec) Normalized(envName string) SweepSpec {
 // "{name}" in its argv (how a trainer of its own sees the trial).
 func TrialSpec(base training.Spec, p Params) (training.Spec, error) {
 	s := base
-	if s.Shape() == training.ShapeCommand {
+	if s.Shape().Process() {
 		s.Command = slices.Clone(base.Command)
 		for _, k := range slices.Sorted(maps.Keys(p)) { // the same first error every time
 			v := p[k]
@@ -245,7 +245,7 @@ func ValidateTrials(spec SweepSpec, envName string) error {
 	switch {
 	case math.IsNaN(g) || g < 0 || (g > 1 && g != math.Trunc(g)) || g > 64:
 		add(&training.FieldError{Field: "gpus_per_trial", Reason: "must be a fraction of one GPU (0.25: four trials share a device) or a whole number up to 64"})
-	case g > 0 && spec.Run.Shape() != training.ShapeCommand:
+	case g > 0 && !spec.Run.Shape().Process():
 		add(&training.FieldError{Field: "gpus_per_trial", Reason: "the built-in learner trains on CPUs; GPUs go to command trials (run.algorithm: command)"})
 	case g > 0 && spec.Run.GPUs > 0:
 		add(&training.FieldError{Field: "run.gpus", Reason: "set gpus_per_trial instead"})
@@ -257,7 +257,7 @@ func ValidateTrials(spec SweepSpec, envName string) error {
 		ts, err := spec.TrialSpec(p)
 		if err == nil {
 			err = ts.Validate()
-			if err == nil && ts.Shape() == training.ShapeSegments {
+			if err == nil && ts.Shape().Learns() {
 				_, err = ts.LearnerConfig(envName)
 			}
 		}
