@@ -14,7 +14,7 @@ TEST_DEPS += ppo-learn
 .PHONY: ppo-learn ppo-bench
 
 ppo-learn: testtimes
-	@$(call gotest,ppo-learn,-count=1 -run '^(TestLearn|TestResumeIsExactOnEveryEnvKind$$)' -timeout 15m ./internal/ppo/ ./internal/training/ ./internal/training/reinforce/)
+	@$(call gotest,ppo-learn,-count=1 -run '^(TestLearn|TestResumeIsExactOnEveryEnvKind$$)' -timeout 15m ./internal/ppo/ ./internal/training/ ./internal/training/reinforce/ ./internal/dqn/)
 
 # Rollout throughput, time to CartPole 475, env and network kernels (the
 # WASM rollout benchmarks need the compiled plugins: `plugins`).

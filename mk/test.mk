@@ -95,5 +95,6 @@ test-go:
 learn:
 	$(GO) test -count=1 -run '^TestLearn' -timeout 20m ./internal/ppo/
 	TRAINYARD_LEARN_SEEDS=0-9 $(GO) test -count=1 -v -run '^TestLearnDefaults' -timeout 60m ./internal/training/
+	TRAINYARD_LEARN_SEEDS=0-4 $(GO) test -count=1 -v -run '^TestLearnCartPole$$' -timeout 20m ./internal/dqn/
 	$(GO) test -count=1 -run '^TestLearnsToBeatRandom$$' -timeout 10m ./internal/selfplay/model/
 	$(GO) test -count=1 -run '^TestLearn' -timeout 20m ./internal/e2e/

@@ -4,5 +4,6 @@ package main
 // (internal/training/algorithm.go): adding one is its package and its line
 // here (docs/architecture.md).
 import (
+	_ "github.com/trainyard/trainyard/internal/dqn"
 	_ "github.com/trainyard/trainyard/internal/training/reinforce"
 )
