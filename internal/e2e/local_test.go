@@ -179,6 +179,22 @@ func TestLocalRunMatchesCluster(t *testing.T) {
 	code, hdr, raw := dev.call("POST", "/v1/runs", dev.admin, `{"cluster":"lab","env":"CartPole-v1","algorithm":"sarsa"}`, nil)
 	assertProblem(t, code, hdr, raw, http.StatusUnprocessableEntity, "body.algorithm")
 
+	// An off-policy algorithm (internal/dqn) too: its run's return is its
+	// greedy evaluation, the same both ways; its hyper-parameters are its
+	// own, checked at submission.
+	dspec := append(slices.Clone(spec), "--algorithm", "dqn")
+	dlocal, stderr, err := runLocalCLI(t, dspec...)
+	if err != nil {
+		t.Fatalf("run train --local --algorithm dqn: %v\n%s", err, stderr)
+	}
+	dcluster := runOnCluster(t, dev, 3*time.Minute, dspec...)
+	sameLearning(t, dlocal, dcluster)
+	if ms := dcluster.Progress.Metrics; len(ms) != 6 || dcluster.Progress.MeanReturn != ms[5]["eval_return_mean"] || ms[5]["epsilon"] == nil {
+		t.Fatalf("dqn: mean_return %v is not its last greedy evaluation: %v", dcluster.Progress.MeanReturn, ms)
+	}
+	code, hdr, raw = dev.call("POST", "/v1/runs", dev.admin, `{"cluster":"lab","env":"CartPole-v1","algorithm":"dqn","hyperparameters":{"gamma":2}}`, nil)
+	assertProblem(t, code, hdr, raw, http.StatusUnprocessableEntity, "body.hyperparameters.gamma")
+
 	for _, tc := range []struct {
 		name      string
 		args      []string
