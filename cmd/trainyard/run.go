@@ -37,9 +37,9 @@ func newRunCmd() *cobra.Command {
 	trainCmd := &cobra.Command{
 		Use:   "train --cluster NAME (--env PLUGIN | [--gpus N] -- COMMAND [ARGS...]) [flags]",
 		Short: "Submit a training run and follow it with a live progress line (--detach to only submit)",
-		Long: "train submits a run of the built-in PPO learner. --env (and --reward) take an uploaded plugin's\n" +
+		Long: "train submits a run of the built-in learner (PPO unless --algorithm says otherwise). --env (and --reward) take an uploaded plugin's\n" +
 			"sha256, name@version or name, or a local .wasm file, which is uploaded first. The seed-000 knobs\n" +
-			"are --workers, --envs-per-worker, --episode-length and --batch-size; other PPO hyper-parameters\n" +
+			"are --workers, --envs-per-worker, --episode-length and --batch-size; the algorithm's other hyper-parameters\n" +
 			"go through --set name=value (learning_rate, gamma, gae_lambda, epochs, hidden=64,64, ...).\n" +
 			"After --, a command is run instead as a bring-your-own trainer with --gpus GPUs and\n" +
 			"$TRAINYARD_CHECKPOINT_DIR, which is synced to S3 and restored before any restart; with --env too,\n" +
@@ -312,12 +312,24 @@ func newRunCmd() *cobra.Command {
 	return cmd
 }
 
+// learnerAlgorithms names the registered algorithms a training run trains
+// with the built-in learner.
+func learnerAlgorithms() string {
+	var ns []string
+	for _, a := range training.Algorithms() {
+		if a.Kind == "" && a.Shape.Learns() {
+			ns = append(ns, a.Name)
+		}
+	}
+	return strings.Join(ns, ", ")
+}
+
 // addRunSpecFlags binds a run spec's fields (shared by run train and sweep
 // run, whose trials start from such a spec).
 func addRunSpecFlags(f *pflag.FlagSet, spec *training.Spec, target *float64, hyper *[]string) {
 	f.StringVar(&spec.Cluster, "cluster", "", "cluster to train on (required)")
 	f.StringVar(&spec.Env, "env", "", "env plugin: sha256, name@version, name or a .wasm file (required for the built-in learner)")
-	f.StringVar(&spec.Algorithm, "algorithm", "", "the built-in learner's algorithm: ppo (default) or reinforce (`trainyard run algorithms` lists them); -- COMMAND sets command")
+	f.StringVar(&spec.Algorithm, "algorithm", "", "the built-in learner's algorithm: "+learnerAlgorithms()+" (default ppo; `trainyard run algorithms` lists them); -- COMMAND sets command")
 	f.IntVar(&spec.GPUs, "gpus", 0, "GPUs for a command trainer (CUDA_VISIBLE_DEVICES); per node with --nodes")
 	f.IntVar(&spec.GPUs, "gpus-per-node", 0, "the same as --gpus, for a multi-node trainer")
 	f.IntVar(&spec.Nodes, "nodes", 0, "run the command on this many nodes as one gang, with torch.distributed's MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK (default 1)")
@@ -337,7 +349,7 @@ func addRunSpecFlags(f *pflag.FlagSet, spec *training.Spec, target *float64, hyp
 	f.Uint64Var(&spec.Seed, "seed", 0, "seed for weights, envs and sampling")
 	f.Float64Var(&spec.CPUs, "cpus", 0, "CPUs the trainer reserves (default: workers)")
 	f.Int64Var(&spec.MemoryMB, "memory-mb", 0, "memory the trainer reserves (default 512)")
-	f.StringArrayVar(hyper, "set", nil, "PPO hyper-parameter name=value (repeatable)")
+	f.StringArrayVar(hyper, "set", nil, "the algorithm's hyper-parameter name=value (repeatable; GET /v1/algorithms lists them)")
 	// Not --config: that is the global config-file flag.
 	f.StringVar(&spec.Config, "quota-config", "", "quota key, e.g. a game config (hexagonal_2p): config quotas and one training per config apply")
 	f.IntVar(&spec.Priority, "priority", 0, "higher places first among waiting work")

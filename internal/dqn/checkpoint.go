@@ -1,12 +1,9 @@
 package dqn
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -16,15 +13,12 @@ import (
 	"github.com/trainyard/trainyard/sdk/go/envs/native"
 )
 
-// Checkpoint format, version 1 (little-endian):
+// Checkpoint format, version 1: learner.Seal's envelope (magic
+// "TYDQNCKP", a JSON checkpointHeader) around, little-endian:
 //
-//	magic   "TYDQNCKP"
-//	version uint32
-//	hdrLen  uint32, then hdrLen bytes of JSON (checkpointHeader)
 //	params, target params, Adam m, Adam v: each NumParams float64 values
 //	replay: obs and next (Size × ObsDim float32 each), actions (Size
 //	int32), rewards (Size float32), terminal flags (Size bytes)
-//	sha256 of everything above
 //
 // The replay buffer is in it, so a resumed run samples exactly the
 // minibatches the first would have.
@@ -34,8 +28,8 @@ const (
 )
 
 // ErrCheckpoint marks a checkpoint that is corrupt, of an unknown version,
-// or for a different environment.
-var ErrCheckpoint = errors.New("bad checkpoint")
+// or for a different environment (every learner's: learner.ErrCheckpoint).
+var ErrCheckpoint = learner.ErrCheckpoint
 
 type checkpointHeader struct {
 	Config      Config    `json:"config"`
@@ -98,13 +92,7 @@ func (l *Learner) Save(w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("dqn: save: header: %w", err)
 	}
-	var b bytes.Buffer
-	b.Grow(len(hdr) + 16 + 4*8*len(l.params) + l.buf.len()*(8*l.od+9) + sha256.Size)
-	b.WriteString(ckptMagic)
-	b.Write(binary.LittleEndian.AppendUint32(nil, ckptVersion))
-	b.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(hdr))))
-	b.Write(hdr)
-	out := b.AvailableBuffer()
+	out := make([]byte, 0, 4*8*len(l.params)+l.buf.len()*(8*l.od+9))
 	for _, vec := range [][]float64{l.params, l.target, l.adam.M, l.adam.V} {
 		for _, v := range vec {
 			out = binary.LittleEndian.AppendUint64(out, math.Float64bits(v))
@@ -124,10 +112,7 @@ func (l *Learner) Save(w io.Writer) error {
 	for _, t := range l.buf.term {
 		out = append(out, boolByte(t))
 	}
-	b.Write(out)
-	sum := sha256.Sum256(b.Bytes())
-	b.Write(sum[:])
-	if _, err := w.Write(b.Bytes()); err != nil {
+	if _, err := w.Write(learner.Seal(ckptMagic, ckptVersion, hdr, out)); err != nil {
 		return fmt.Errorf("dqn: save: %w", err)
 	}
 	return nil
@@ -153,27 +138,15 @@ func Restore(r io.Reader, env envs.VecEnv, open func(context.Context, int, uint6
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("dqn: restore: %w: %s", ErrCheckpoint, fmt.Sprintf(format, a...))
 	}
-	if len(data) < len(ckptMagic)+8+sha256.Size || string(data[:len(ckptMagic)]) != ckptMagic {
-		return nil, bad("not a DQN checkpoint")
-	}
-	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
-	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
-		return nil, bad("sha256 mismatch (corrupt or truncated)")
-	}
-	p := len(ckptMagic)
-	if v := binary.LittleEndian.Uint32(body[p:]); v != ckptVersion {
-		return nil, bad("version %d, this build reads %d", v, ckptVersion)
-	}
-	hl := int(binary.LittleEndian.Uint32(body[p+4:]))
-	p += 8
-	if hl > len(body)-p {
-		return nil, bad("header length %d exceeds the file", hl)
+	hdr, body, err := learner.Unseal(data, ckptMagic, ckptVersion, "DQN")
+	if err != nil {
+		return nil, fmt.Errorf("dqn: restore: %w", err)
 	}
 	var h checkpointHeader
-	if err := json.Unmarshal(body[p:p+hl], &h); err != nil {
+	if err := json.Unmarshal(hdr, &h); err != nil {
 		return nil, bad("header: %v", err)
 	}
-	p += hl
+	p := 0
 	spec := env.Spec()
 	if h.Env != spec.Name || h.NumEnvs != env.NumEnvs() || h.ObsDim != spec.Observation.Dim() || h.Actions != spec.Action.N {
 		return nil, bad("it is for %d × %s (obs %d, %d actions), the env is %d × %s (obs %d, %d actions)",

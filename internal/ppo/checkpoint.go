@@ -1,15 +1,13 @@
 package ppo
 
 import (
-	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/sdk/go/envs"
 )
 
@@ -21,7 +19,7 @@ type Snapshotter interface {
 	RestoreSnapshot(b []byte) error
 }
 
-// Checkpoint format, version 1 (little-endian):
+// Checkpoint format, version 1 (little-endian; learner.Seal frames it):
 //
 //	magic   "TYPPOCKP"
 //	version uint32
@@ -37,8 +35,8 @@ const (
 )
 
 // ErrCheckpoint marks a checkpoint that is corrupt, of an unknown version,
-// or for a different environment.
-var ErrCheckpoint = errors.New("bad checkpoint")
+// or for a different environment (every learner's: learner.ErrCheckpoint).
+var ErrCheckpoint = learner.ErrCheckpoint
 
 type checkpointHeader struct {
 	Config      Config         `json:"config"`
@@ -89,22 +87,13 @@ func (l *Learner) Save(w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("ppo: save: header: %w", err)
 	}
-	var b bytes.Buffer
-	b.Grow(len(hdr) + 16 + 3*8*len(l.params) + sha256.Size)
-	b.WriteString(ckptMagic)
-	b.Write(binary.LittleEndian.AppendUint32(nil, ckptVersion))
-	b.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(hdr))))
-	b.Write(hdr)
-	var f [8]byte
+	payload := make([]byte, 0, 3*8*len(l.params))
 	for _, vec := range [][]float64{l.params, l.adam.M, l.adam.V} {
 		for _, v := range vec {
-			binary.LittleEndian.PutUint64(f[:], math.Float64bits(v))
-			b.Write(f[:])
+			payload = binary.LittleEndian.AppendUint64(payload, math.Float64bits(v))
 		}
 	}
-	sum := sha256.Sum256(b.Bytes())
-	b.Write(sum[:])
-	if _, err := w.Write(b.Bytes()); err != nil {
+	if _, err := w.Write(learner.Seal(ckptMagic, ckptVersion, hdr, payload)); err != nil {
 		return fmt.Errorf("ppo: save: %w", err)
 	}
 	return nil
@@ -124,27 +113,15 @@ func Restore(r io.Reader, env envs.VecEnv) (*Learner, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("ppo: restore: %w: %s", ErrCheckpoint, fmt.Sprintf(format, a...))
 	}
-	if len(data) < len(ckptMagic)+8+sha256.Size || string(data[:len(ckptMagic)]) != ckptMagic {
-		return nil, bad("not a PPO checkpoint")
-	}
-	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
-	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
-		return nil, bad("sha256 mismatch (corrupt or truncated)")
-	}
-	p := len(ckptMagic)
-	if v := binary.LittleEndian.Uint32(body[p:]); v != ckptVersion {
-		return nil, bad("version %d, this build reads %d", v, ckptVersion)
-	}
-	hl := int(binary.LittleEndian.Uint32(body[p+4:]))
-	p += 8
-	if hl > len(body)-p {
-		return nil, bad("header length %d exceeds the file", hl)
+	hdr, body, err := learner.Unseal(data, ckptMagic, ckptVersion, "PPO")
+	if err != nil {
+		return nil, fmt.Errorf("ppo: restore: %w", err)
 	}
 	var h checkpointHeader
-	if err := json.Unmarshal(body[p:p+hl], &h); err != nil {
+	if err := json.Unmarshal(hdr, &h); err != nil {
 		return nil, bad("header: %v", err)
 	}
-	p += hl
+	p := 0
 	spec := env.Spec()
 	if h.Env != spec.Name || h.NumEnvs != env.NumEnvs() || h.ObsDim != spec.Observation.Dim() || h.ActDim != spec.Action.Dim() {
 		return nil, bad("it is for %d × %s (obs %d, act %d), the env is %d × %s (obs %d, act %d)",
