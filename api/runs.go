@@ -332,6 +332,9 @@ func (s *Server) submitRun(ctx context.Context, in *submitRunInput) (*runRefOutp
 		if _, err := spec.LearnerConfig(env.Metadata.Name); err != nil {
 			return nil, fieldErrors("invalid run spec", err)
 		}
+		if err := spec.CheckEnvSpaces(env.Metadata.Observation, env.Metadata.Action); err != nil {
+			return nil, fieldErrors("invalid run spec", err)
+		}
 	}
 	var reward string
 	if spec.Reward != "" {

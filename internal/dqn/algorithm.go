@@ -6,6 +6,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/training"
+	"github.com/trainyard/trainyard/sdk/go/envs"
 )
 
 // Name is what a run spec's algorithm says.
@@ -27,6 +28,17 @@ func init() {
 type Factory struct{}
 
 var _ learner.Factory = Factory{}
+
+var _ learner.SpaceChecker = Factory{}
+
+// CheckSpaces refuses what build would: DQN needs box observations and
+// discrete actions.
+func (Factory) CheckSpaces(obs, act envs.Space) error {
+	if err := checkSpaces(obs, act); err != nil {
+		return &learner.FieldError{Field: "env", Reason: err.Error()}
+	}
+	return nil
+}
 
 // Tuned is a run's configuration on envName: the tuned defaults
 // (ConfigFor), the knobs, then the hyper-parameters.

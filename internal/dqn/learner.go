@@ -81,11 +81,8 @@ func build(env envs.VecEnv, open func(context.Context, int, uint64) (envs.VecEnv
 		return nil, fmt.Errorf("dqn: config: %w", err)
 	}
 	spec := env.Spec()
-	if spec.Observation.Kind != envs.Box {
-		return nil, fmt.Errorf("dqn: %s: observation space %q unsupported (need box)", spec.Name, spec.Observation.Kind)
-	}
-	if spec.Action.Kind != envs.Discrete || spec.Action.N < 2 {
-		return nil, fmt.Errorf("dqn: %s: needs a discrete action space of at least 2 actions, the env's is %q (n = %d); for continuous actions use ppo", spec.Name, spec.Action.Kind, spec.Action.N)
+	if err := checkSpaces(spec.Observation, spec.Action); err != nil {
+		return nil, fmt.Errorf("dqn: %s: %w", spec.Name, err)
 	}
 	l := &Learner{cfg: cfg, env: env, open: open, spec: spec, nEnv: env.NumEnvs(), od: spec.Observation.Dim(), nAct: spec.Action.N}
 	sizes := append(append([]int{l.od}, cfg.Hidden...), l.nAct)
@@ -110,6 +107,17 @@ func build(env envs.VecEnv, open func(context.Context, int, uint64) (envs.VecEnv
 	l.wsQ, l.wsN, l.wsT = q.NewWorkspace(b), q.NewWorkspace(b), q.NewWorkspace(b)
 	l.idx = make([]int, b)
 	return l, nil
+}
+
+// checkSpaces is what DQN trains: box observations, discrete actions.
+func checkSpaces(obs, act envs.Space) error {
+	if obs.Kind != envs.Box {
+		return fmt.Errorf("dqn needs a box observation space, the env's is %q", obs.Kind)
+	}
+	if act.Kind != envs.Discrete || act.N < 2 {
+		return fmt.Errorf("dqn needs a discrete action space of at least 2 actions, the env's is %q (n = %d); for continuous actions use ppo", act.Kind, act.N)
+	}
+	return nil
 }
 
 // Config is the learner's configuration.

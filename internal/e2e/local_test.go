@@ -194,6 +194,8 @@ func TestLocalRunMatchesCluster(t *testing.T) {
 	}
 	code, hdr, raw = dev.call("POST", "/v1/runs", dev.admin, `{"cluster":"lab","env":"CartPole-v1","algorithm":"dqn","hyperparameters":{"gamma":2}}`, nil)
 	assertProblem(t, code, hdr, raw, http.StatusUnprocessableEntity, "body.hyperparameters.gamma")
+	code, hdr, raw = dev.call("POST", "/v1/runs", dev.admin, `{"cluster":"lab","env":"Pendulum-v1","algorithm":"dqn"}`, nil)
+	assertProblem(t, code, hdr, raw, http.StatusUnprocessableEntity, "body.env") // continuous actions
 
 	for _, tc := range []struct {
 		name      string

@@ -70,6 +70,14 @@ type Factory interface {
 	Restore(r io.Reader, env Env) (Learner, error)
 }
 
+// SpaceChecker is what a Factory implements when it trains only some
+// envs (DQN: discrete actions): submission asks it with the env plugin's
+// declared spaces, so a run it cannot train is refused before it starts.
+// A *FieldError names the field at fault (env).
+type SpaceChecker interface {
+	CheckSpaces(obs, act envs.Space) error
+}
+
 // EvalResult summarises deterministic evaluation episodes.
 type EvalResult struct {
 	Episodes   int     `json:"episodes"`

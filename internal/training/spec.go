@@ -16,6 +16,7 @@ import (
 	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/names"
 	"github.com/trainyard/trainyard/internal/workspec"
+	"github.com/trainyard/trainyard/sdk/go/envs"
 )
 
 // Algorithms: the built-in learner, or a user's own trainer process.
@@ -271,6 +272,19 @@ func (s Spec) LearnerConfig(envName string) (any, error) {
 		return nil, err
 	}
 	return f.Config(envName, s.Knobs())
+}
+
+// CheckEnvSpaces refuses an env whose spaces the algorithm's learner
+// cannot train (learner.SpaceChecker), before the run starts.
+func (s Spec) CheckEnvSpaces(obs, act envs.Space) error {
+	f, err := s.factory()
+	if err != nil {
+		return err
+	}
+	if c, ok := f.(learner.SpaceChecker); ok {
+		return c.CheckSpaces(obs, act)
+	}
+	return nil
 }
 
 // NumEnvs is the number of env instances the trainer steps.
