@@ -168,7 +168,7 @@ func TestTrainCartPoleSurvivesAgentAndControlPlaneKill(t *testing.T) {
 		for _, tc := range []struct{ body, loc string }{
 			{`{"cluster":"lab","env":"no-such-plugin"}`, "body.env"},
 			{`{"cluster":"lab","env":"CartPole-v1","hyperparameters":{"learning_rat":0.1}}`, "body.hyperparameters.learning_rat"},
-			{`{"cluster":"lab","env":"CartPole-v1","algorithm":"dqn"}`, "body.algorithm"},
+			{`{"cluster":"lab","env":"CartPole-v1","algorithm":"sarsa"}`, "body.algorithm"},
 			{`{"cluster":"nope","env":"CartPole-v1"}`, ""},
 		} {
 			code, hdr, raw := dev.call("POST", "/v1/runs", dev.admin, tc.body, nil)
