@@ -75,7 +75,7 @@ func TestSpecValidate(t *testing.T) {
 		{"defaults", Spec{Cluster: "lab", Env: "CartPole-v1"}, ""},
 		{"no cluster", Spec{Env: "x"}, "cluster"},
 		{"no env", Spec{Cluster: "lab"}, "env"},
-		{"algorithm", Spec{Cluster: "lab", Env: "x", Algorithm: "dqn"}, "algorithm"},
+		{"algorithm", Spec{Cluster: "lab", Env: "x", Algorithm: "sarsa"}, "algorithm"},
 		{"workers", Spec{Cluster: "lab", Env: "x", Workers: 65}, "workers"},
 		{"infeasible grace", Spec{Cluster: "lab", Env: "x", InfeasibleGrace: "soon"}, "infeasible_grace"},
 		{"negative grace", Spec{Cluster: "lab", Env: "x", InfeasibleGrace: "-5m"}, "infeasible_grace"},
