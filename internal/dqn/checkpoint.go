@@ -32,35 +32,30 @@ const (
 var ErrCheckpoint = learner.ErrCheckpoint
 
 type checkpointHeader struct {
-	Config      Config    `json:"config"`
-	Env         string    `json:"env"`
-	NumEnvs     int       `json:"num_envs"`
-	ObsDim      int       `json:"obs_dim"`
-	Actions     int       `json:"actions"`
-	Iteration   int64     `json:"iteration"`
-	Timesteps   int64     `json:"timesteps"`
-	GradSteps   int64     `json:"gradient_steps"`
-	SinceTrain  int64     `json:"since_train"`
-	NumParams   int       `json:"num_params"`
-	AdamStep    int64     `json:"adam_step"`
-	RNG         []byte    `json:"rng"`
-	Obs         []float32 `json:"obs"`
-	EpRet       []float64 `json:"episode_return"`
-	EpLen       []int64   `json:"episode_length"`
-	Recent      []float64 `json:"recent_returns"`
-	RecentNext  int       `json:"recent_next"`
-	RecentN     int       `json:"recent_n"`
-	Eval        evalState `json:"eval"`
-	ReplaySize  int       `json:"replay_size"`
-	ReplayPos   int       `json:"replay_pos"`
-	EnvSnapshot []byte    `json:"env_snapshot,omitempty"`
-}
-
-// evalState is the latest evaluation; JSON has no infinities, so an
-// absent one is Episodes 0 with zero bounds.
-type evalState struct {
-	Episodes       int
-	Mean, Min, Max float64
+	Config     Config    `json:"config"`
+	Env        string    `json:"env"`
+	NumEnvs    int       `json:"num_envs"`
+	ObsDim     int       `json:"obs_dim"`
+	Actions    int       `json:"actions"`
+	Iteration  int64     `json:"iteration"`
+	Timesteps  int64     `json:"timesteps"`
+	GradSteps  int64     `json:"gradient_steps"`
+	SinceTrain int64     `json:"since_train"`
+	NumParams  int       `json:"num_params"`
+	AdamStep   int64     `json:"adam_step"`
+	RNG        []byte    `json:"rng"`
+	Obs        []float32 `json:"obs"`
+	EpRet      []float64 `json:"episode_return"`
+	EpLen      []int64   `json:"episode_length"`
+	Recent     []float64 `json:"recent_returns"`
+	RecentNext int       `json:"recent_next"`
+	RecentN    int       `json:"recent_n"`
+	// Eval is the latest evaluation (Episodes 0: none; its bounds are
+	// then 0, so JSON holds it).
+	Eval        learner.EvalResult `json:"eval"`
+	ReplaySize  int                `json:"replay_size"`
+	ReplayPos   int                `json:"replay_pos"`
+	EnvSnapshot []byte             `json:"env_snapshot,omitempty"`
 }
 
 // Save writes the learner's whole state: config, both networks, Adam, the
@@ -78,10 +73,7 @@ func (l *Learner) Save(w io.Writer) error {
 		NumParams: len(l.params), AdamStep: l.adam.Step, RNG: rng,
 		Obs: l.obs, EpRet: l.epRet, EpLen: l.epLen,
 		Recent: l.recent, RecentNext: l.recentNext, RecentN: l.recentN,
-		ReplaySize: l.buf.len(), ReplayPos: l.buf.pos,
-	}
-	if e := l.eval; e.Episodes > 0 {
-		h.Eval = evalState{Episodes: e.Episodes, Mean: e.ReturnMean, Min: e.ReturnMin, Max: e.ReturnMax}
+		ReplaySize: l.buf.len(), ReplayPos: l.buf.pos, Eval: l.eval,
 	}
 	if s, ok := l.env.(native.Snapshotter); ok {
 		if h.EnvSnapshot, err = s.Snapshot(); err != nil {
@@ -221,9 +213,8 @@ func Restore(r io.Reader, env envs.VecEnv, open func(context.Context, int, uint6
 	l.iteration, l.timesteps, l.gradSteps, l.sinceTrain = h.Iteration, h.Timesteps, h.GradSteps, h.SinceTrain
 	copy(l.recent, h.Recent)
 	l.recentNext, l.recentN = h.RecentNext, h.RecentN
-	if e := h.Eval; e.Episodes > 0 {
-		l.eval = learner.EvalResult{Episodes: e.Episodes, ReturnMean: e.Mean, ReturnMin: e.Min, ReturnMax: e.Max}
-	}
+	l.eval = h.Eval
+
 	if s, ok := env.(native.Snapshotter); ok && len(h.EnvSnapshot) > 0 {
 		if err := s.RestoreSnapshot(h.EnvSnapshot); err != nil {
 			return nil, fmt.Errorf("dqn: restore: env %s: %w", spec.Name, err)

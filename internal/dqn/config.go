@@ -105,6 +105,8 @@ const (
 	maxBatch   = 1 << 16
 	maxWindow  = 1 << 20
 	maxEvalEnv = 1024
+	// maxReplayValues bounds a full replay buffer: 4 GiB of float32.
+	maxReplayValues = 1 << 30
 )
 
 // Validate reports a config the learner would refuse, naming its JSON

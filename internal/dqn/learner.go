@@ -85,6 +85,11 @@ func build(env envs.VecEnv, open func(context.Context, int, uint64) (envs.VecEnv
 		return nil, fmt.Errorf("dqn: %s: %w", spec.Name, err)
 	}
 	l := &Learner{cfg: cfg, env: env, open: open, spec: spec, nEnv: env.NumEnvs(), od: spec.Observation.Dim(), nAct: spec.Action.N}
+	// A full buffer's size is known here, not at submission: the
+	// obs width is the env's. Refuse one no node should be asked to hold.
+	if need := int64(cfg.BufferSize) * int64(2*l.od+3); need > maxReplayValues {
+		return nil, fmt.Errorf("dqn: buffer_size %d × %d observation values needs %d MiB, more than the %d MiB a replay buffer may hold", cfg.BufferSize, l.od, need*4>>20, maxReplayValues*4>>20)
+	}
 	sizes := append(append([]int{l.od}, cfg.Hidden...), l.nAct)
 	q, err := nn.NewMLP(sizes...)
 	if err != nil {

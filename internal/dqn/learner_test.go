@@ -193,6 +193,31 @@ func TestRefusesContinuousActions(t *testing.T) {
 	}
 }
 
+// TestRefusesAHugeReplayBuffer: a run's hyper-parameters cannot make an
+// agent hold more replay than the bound (buffer_size alone is within its
+// range; the obs width makes it too large).
+func TestRefusesAHugeReplayBuffer(t *testing.T) {
+	venv, _ := native.New(cartpole.Name, 2)
+	c := small()
+	c.BufferSize = maxBuffer
+	if _, err := New(venv, nil, c); err != nil {
+		t.Fatalf("10M CartPole transitions (4 obs values) fit: %v", err)
+	}
+	wide := wideEnv{venv}
+	if _, err := New(wide, nil, c); err == nil || !strings.Contains(err.Error(), "buffer_size") {
+		t.Fatalf("10M transitions of 100 obs values: got %v", err)
+	}
+}
+
+// wideEnv claims 100 observation values; build refuses it before a step.
+type wideEnv struct{ envs.VecEnv }
+
+func (w wideEnv) Spec() envs.Spec {
+	s := w.VecEnv.Spec()
+	s.Observation.Shape = []int{100}
+	return s
+}
+
 func TestRestoreRefusesBadCheckpoints(t *testing.T) {
 	l := newSmall(t, 1)
 	iterate(t, l, 2)

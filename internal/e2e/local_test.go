@@ -182,14 +182,17 @@ func TestLocalRunMatchesCluster(t *testing.T) {
 	// An off-policy algorithm (internal/dqn) too: its run's return is its
 	// greedy evaluation, the same both ways; its hyper-parameters are its
 	// own, checked at submission.
-	dspec := append(slices.Clone(spec), "--algorithm", "dqn")
+	// Short iterations that still train (learning starts at iteration 2)
+	// and evaluate (iterations 2, 4, 6), across the checkpoint at 3.
+	dspec := append(slices.Clone(spec), "--algorithm", "dqn", "--episode-length", "32",
+		"--set", "learning_starts=256", "--set", "train_freq=64", "--set", "gradient_steps=16", "--set", "eval_episodes=20")
 	dlocal, stderr, err := runLocalCLI(t, dspec...)
 	if err != nil {
 		t.Fatalf("run train --local --algorithm dqn: %v\n%s", err, stderr)
 	}
 	dcluster := runOnCluster(t, dev, 3*time.Minute, dspec...)
 	sameLearning(t, dlocal, dcluster)
-	if ms := dcluster.Progress.Metrics; len(ms) != 6 || dcluster.Progress.MeanReturn != ms[5]["eval_return_mean"] || ms[5]["epsilon"] == nil {
+	if ms := dcluster.Progress.Metrics; len(ms) != 6 || dcluster.Progress.MeanReturn != ms[5]["eval_return_mean"] || ms[5]["epsilon"] == nil || ms[5]["q_loss"] == nil {
 		t.Fatalf("dqn: mean_return %v is not its last greedy evaluation: %v", dcluster.Progress.MeanReturn, ms)
 	}
 	code, hdr, raw = dev.call("POST", "/v1/runs", dev.admin, `{"cluster":"lab","env":"CartPole-v1","algorithm":"dqn","hyperparameters":{"gamma":2}}`, nil)
