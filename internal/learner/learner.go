@@ -53,6 +53,9 @@ type Knobs struct {
 	// Hyperparameters override the algorithm's config fields by their
 	// JSON names (Overlay); errors name hyperparameters.<field>.
 	Hyperparameters map[string]any
+	// MultiAgent is a multi-agent run's policies and mapping (nil: one
+	// policy shared by every agent of a multi-agent env).
+	MultiAgent *MultiAgent
 }
 
 // Factory makes and restores one algorithm's learner. It is registered
@@ -76,6 +79,14 @@ type Factory interface {
 // A *FieldError names the field at fault (env).
 type SpaceChecker interface {
 	CheckSpaces(obs, act envs.Space) error
+}
+
+// EnvChecker is what a Factory implements to check, at submission, a run
+// against its env's spec beyond the spaces: a multi-agent run's policies
+// and mapping against the env's agents. A Factory without it trains no
+// multi-agent env.
+type EnvChecker interface {
+	CheckEnv(spec envs.Spec, k Knobs) error
 }
 
 // EvalResult summarises deterministic evaluation episodes.

@@ -48,6 +48,13 @@ var (
 	// user names, or a numeric uid.
 	User = Kind{what: "user name", re: regexp.MustCompile(`^([a-z_][a-z0-9_-]{0,31}|[0-9]{1,10})$`),
 		rule: "a user name (1-32 lower-case letters, digits, '_' and '-', not starting with '-' or a digit) or a numeric uid"}
+	// Agent is a multi-agent env's agent (its metadata) and Policy a run's
+	// policy: both become metric tags (policy/<name>/...), so no '/', and
+	// no '*' or '?', which policy_mapping patterns use.
+	Agent = Kind{what: "agent name", re: regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`),
+		rule: "1-63 letters, digits, '.', '_' and '-', starting with a letter or digit"}
+	Policy = Kind{what: "policy name", re: regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`),
+		rule: "1-63 letters, digits, '.', '_' and '-', starting with a letter or digit"}
 	// Label is a name for people (a run's or a sweep's): any printable
 	// text up to 128 characters, no control characters (NUL, newlines,
 	// escapes) that would forge log lines or terminal output.

@@ -36,11 +36,14 @@ type Metadata struct {
 	// Capabilities the plugin asks for (e.g. "http"); granted per run by
 	// passing matching HostFuncs to Load. Declared here so policy can see them.
 	Capabilities []string `json:"capabilities,omitempty"`
+	// Agents names a multi-agent env's agents (envs.Spec.MultiAgent): its
+	// batch's slots are agents, so NewVecEnv's n is instances × agents.
+	Agents []string `json:"agents,omitempty"`
 }
 
 // Spec is the envs.Spec of an env plugin.
 func (m Metadata) Spec() envs.Spec {
-	return envs.Spec{Name: m.Name, Observation: m.Observation, Action: m.Action, MaxEpisodeSteps: m.MaxEpisodeSteps}
+	return envs.Spec{Name: m.Name, Observation: m.Observation, Action: m.Action, MaxEpisodeSteps: m.MaxEpisodeSteps, Agents: m.Agents}
 }
 
 // Label names the plugin in errors and logs.
@@ -74,6 +77,9 @@ func parseMetadata(b []byte, l Limits) (Metadata, error) {
 		if err := checkSpace("action_space", m.Action, l, false); err != nil {
 			return m, err
 		}
+		if err := checkAgents(m.Agents); err != nil {
+			return m, err
+		}
 	case KindReward:
 		// Empty spaces mean "composes with any env".
 		if err := checkSpace("observation_space", m.Observation, l, true); err != nil {
@@ -102,6 +108,26 @@ func parseMetadata(b []byte, l Limits) (Metadata, error) {
 		return m, fmt.Errorf("%w: kind %q, want env, reward or game", ErrMetadata, m.Kind)
 	}
 	return m, nil
+}
+
+// maxAgents bounds a multi-agent env's agents.
+const maxAgents = 64
+
+func checkAgents(agents []string) error {
+	if len(agents) > maxAgents {
+		return fmt.Errorf("%w: agents: %d agents, at most %d", ErrMetadata, len(agents), maxAgents)
+	}
+	seen := map[string]bool{}
+	for i, a := range agents {
+		if err := names.Agent.Check(a); err != nil {
+			return fmt.Errorf("%w: agents[%d]: %v", ErrMetadata, i, err)
+		}
+		if seen[a] {
+			return fmt.Errorf("%w: agents[%d]: %q named twice", ErrMetadata, i, a)
+		}
+		seen[a] = true
+	}
+	return nil
 }
 
 func checkSpace(field string, s envs.Space, l Limits, optional bool) error {

@@ -61,6 +61,9 @@ func (m *Module) NewVecEnv(ctx context.Context, n int, seed uint64) (*VecEnv, er
 	if n < 1 || n > m.limits.MaxEnvs {
 		return nil, fmt.Errorf("plugin %s: NewVecEnv: n = %d outside [1,%d]", m.label, n, m.limits.MaxEnvs)
 	}
+	if a := len(m.meta.Agents); a > 0 && n%a != 0 {
+		return nil, fmt.Errorf("plugin %s: NewVecEnv: n = %d slots is not a whole number of instances of %d agents", m.label, n, a)
+	}
 	v := &VecEnv{m: m, ctx: ctx, n: n, seed: seed, spec: m.meta.Spec(), od: m.meta.Observation.Dim(), ad: m.meta.Action.Dim()}
 	if err := v.start(); err != nil {
 		return nil, err

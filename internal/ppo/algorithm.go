@@ -2,7 +2,11 @@ package ppo
 
 import (
 	"context"
+	"fmt"
 	"io"
+
+	"github.com/trainyard/trainyard/internal/scripted"
+	"github.com/trainyard/trainyard/sdk/go/envs"
 
 	"github.com/trainyard/trainyard/internal/learner"
 )
@@ -43,8 +47,20 @@ func (f Factory) Tuned(envName string, k learner.Knobs) (Config, error) {
 // Config is Tuned, for learner.Factory.
 func (f Factory) Config(envName string, k learner.Knobs) (any, error) { return f.Tuned(envName, k) }
 
-// New is a fresh learner on env.Train.
+// New is a fresh learner on env.Train: multi-agent PPO on a multi-agent
+// env (multiagent.go).
 func (f Factory) New(env learner.Env, k learner.Knobs) (learner.Learner, error) {
+	if spec := env.Train.Spec(); spec.MultiAgent() {
+		res, cfgs, err := f.multiAgent(spec, k)
+		if err != nil {
+			return nil, err
+		}
+		m, err := newMultiLearner(env.Train, res, cfgs, k.Seed)
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
 	c, err := f.Tuned(env.Train.Spec().Name, k)
 	if err != nil {
 		return nil, err
@@ -58,11 +74,55 @@ func (f Factory) New(env learner.Env, k learner.Knobs) (learner.Learner, error) 
 
 // Restore continues a checkpoint on env.Train (its config is the saved one).
 func (f Factory) Restore(r io.Reader, env learner.Env) (learner.Learner, error) {
+	if env.Train.Spec().MultiAgent() {
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return nil, fmt.Errorf("ppo: restore: read: %w", err)
+		}
+		m, err := restoreMulti(data, env.Train)
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
 	l, err := Restore(r, env.Train)
 	if err != nil {
 		return nil, err
 	}
 	return l.Generic(), nil
+}
+
+// multiAgent resolves a multi-agent run's policies on spec and configures
+// each learned one.
+func (f Factory) multiAgent(spec envs.Spec, k learner.Knobs) (learner.Resolved, []*Config, error) {
+	res, err := k.MultiAgent.Resolve(spec.Agents)
+	if err != nil {
+		return res, nil, err
+	}
+	for i, p := range res.Policy {
+		if p.Script != "" {
+			if _, err := scripted.For(p.Script, spec.Name); err != nil {
+				return res, nil, &learner.FieldError{Field: "policies." + res.Names[i] + ".script", Reason: err.Error()}
+			}
+		}
+	}
+	cfgs, err := multiConfigs(res, func(hp map[string]any) (Config, error) {
+		kk := k
+		kk.Hyperparameters = hp
+		return f.Tuned(spec.Name, kk)
+	}, k.Hyperparameters)
+	return res, cfgs, err
+}
+
+// CheckEnv refuses, at submission, a run whose policies do not fit the
+// env's agents (learner.EnvChecker).
+func (f Factory) CheckEnv(spec envs.Spec, k learner.Knobs) error {
+	if !spec.MultiAgent() {
+		_, err := k.MultiAgent.Resolve(nil)
+		return err
+	}
+	_, _, err := f.multiAgent(spec, k)
+	return err
 }
 
 // Generic is l as a learner.Learner: the same learner, its metrics

@@ -262,16 +262,28 @@ func (l *Learner) Iterate(ctx context.Context) (Metrics, error) {
 	if err := l.collect(ctx, &m); err != nil {
 		return m, err
 	}
-	rolloutDur := time.Since(start)
+	err := l.learn(ctx, &m, start, time.Since(start))
+	return m, err
+}
+
+// learn runs the PPO epochs on the rollout just collected (which took
+// rolloutDur of the iteration begun at start) and completes m.
+func (l *Learner) learn(ctx context.Context, m *Metrics, start time.Time, rolloutDur time.Duration) error {
 	l.computeGAE()
-	if err := l.update(ctx, &m); err != nil {
-		return m, err
+	if err := l.update(ctx, m); err != nil {
+		return err
 	}
 	l.iteration++
 	steps := float64(l.cfg.NumSteps * l.nEnv)
 	m.Iteration, m.Timesteps = l.iteration, l.timesteps
 	m.StepsPerSecond = steps / time.Since(start).Seconds()
 	m.RolloutStepsPerSecond = steps / rolloutDur.Seconds()
+	l.finishRecent(m)
+	return nil
+}
+
+// finishRecent sets m's recent-returns window.
+func (l *Learner) finishRecent(m *Metrics) {
 	m.RecentEpisodes = min(l.recentN, len(l.recent))
 	if m.RecentEpisodes > 0 {
 		var s float64
@@ -280,67 +292,85 @@ func (l *Learner) Iterate(ctx context.Context) (Metrics, error) {
 		}
 		m.RecentReturnMean = s / float64(m.RecentEpisodes)
 	}
-	return m, nil
 }
 
 // collect runs the rollout into l.buf.
 func (l *Learner) collect(ctx context.Context, m *Metrics) error {
-	n, od, ad := l.nEnv, l.od, l.ad
-	w := l.workers[0]
 	var lenSum int64
 	m.EpisodeReturnMin, m.EpisodeReturnMax = math.Inf(1), math.Inf(-1)
 	for t := 0; t < l.cfg.NumSteps; t++ {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("ppo: rollout: %w", err)
 		}
-		if l.cfg.NormalizeObs {
-			l.obsRMS.update(l.obs, n, l.scratch)
-			if l.track != nil {
-				l.track.obs.update(l.obs, n, l.scratch)
-			}
-		}
-		row := t * n
-		x := l.buf.obs[row*od : (row+n)*od]
-		l.normalizeObs(x, l.obs, n)
-		out := l.pi.Forward(l.params[l.piOff:l.vfOff], w.piWS, x, n)
-		vals := l.vf.Forward(l.params[l.vfOff:l.stdOff], w.vfWS, x, n)
-		copy(l.buf.values[row:row+n], vals)
-		acts := l.buf.actions[row*ad : (row+n)*ad]
-		for i := 0; i < n; i++ {
-			l.buf.logp[row+i] = l.sample(out[i*l.nAct:(i+1)*l.nAct], acts[i*ad:(i+1)*ad], l.actions[i*ad:(i+1)*ad])
-		}
+		l.actStep(t)
 		if err := l.env.Step(l.actions, l.obs, l.rewards, l.term, l.trunc, l.finalObs); err != nil {
 			return fmt.Errorf("ppo: step %s: %w", l.spec.Name, err)
 		}
-		l.timesteps += int64(n)
-		rew := l.buf.rewards[row : row+n]
-		dones := l.buf.dones[row : row+n]
-		l.scaleRewards(rew)
-		bootstrap := false
-		for i := 0; i < n; i++ {
-			l.epRet[i] += float64(l.rewards[i])
-			l.epLen[i]++
-			dones[i] = 0
-			if l.track != nil {
-				l.track.term[row+i], l.track.trunc[row+i] = l.term[i], l.trunc[i]
-			}
-			if l.term[i] || l.trunc[i] {
-				dones[i] = 1
-				bootstrap = bootstrap || (l.trunc[i] && !l.term[i])
-				l.finishEpisode(i, m, &lenSum)
-			}
-		}
-		if bootstrap {
-			l.bootstrapTruncated(rew)
+		l.recordStep(t, m, &lenSum)
+	}
+	l.endRollout(m, lenSum)
+	return nil
+}
+
+// actStep samples step t's actions for l.obs into l.actions and records
+// the step's observations, actions, log-probabilities and values.
+func (l *Learner) actStep(t int) {
+	n, od, ad := l.nEnv, l.od, l.ad
+	w := l.workers[0]
+	if l.cfg.NormalizeObs {
+		l.obsRMS.update(l.obs, n, l.scratch)
+		if l.track != nil {
+			l.track.obs.update(l.obs, n, l.scratch)
 		}
 	}
+	row := t * n
+	x := l.buf.obs[row*od : (row+n)*od]
+	l.normalizeObs(x, l.obs, n)
+	out := l.pi.Forward(l.params[l.piOff:l.vfOff], w.piWS, x, n)
+	vals := l.vf.Forward(l.params[l.vfOff:l.stdOff], w.vfWS, x, n)
+	copy(l.buf.values[row:row+n], vals)
+	acts := l.buf.actions[row*ad : (row+n)*ad]
+	for i := 0; i < n; i++ {
+		l.buf.logp[row+i] = l.sample(out[i*l.nAct:(i+1)*l.nAct], acts[i*ad:(i+1)*ad], l.actions[i*ad:(i+1)*ad])
+	}
+}
+
+// recordStep takes step t's outcome from l.rewards, l.term, l.trunc and
+// l.finalObs (l.obs already holds the next observations).
+func (l *Learner) recordStep(t int, m *Metrics, lenSum *int64) {
+	n := l.nEnv
+	row := t * n
+	l.timesteps += int64(n)
+	rew := l.buf.rewards[row : row+n]
+	dones := l.buf.dones[row : row+n]
+	l.scaleRewards(rew)
+	bootstrap := false
+	for i := 0; i < n; i++ {
+		l.epRet[i] += float64(l.rewards[i])
+		l.epLen[i]++
+		dones[i] = 0
+		if l.track != nil {
+			l.track.term[row+i], l.track.trunc[row+i] = l.term[i], l.trunc[i]
+		}
+		if l.term[i] || l.trunc[i] {
+			dones[i] = 1
+			bootstrap = bootstrap || (l.trunc[i] && !l.term[i])
+			l.finishEpisode(i, m, lenSum)
+		}
+	}
+	if bootstrap {
+		l.bootstrapTruncated(rew)
+	}
+}
+
+// endRollout turns the rollout's episode sums into means.
+func (l *Learner) endRollout(m *Metrics, lenSum int64) {
 	if m.Episodes > 0 {
 		m.EpisodeReturnMean /= float64(m.Episodes)
 		m.EpisodeLengthMean = float64(lenSum) / float64(m.Episodes)
 	} else {
 		m.EpisodeReturnMin, m.EpisodeReturnMax = 0, 0
 	}
-	return nil
 }
 
 func (l *Learner) normalizeObs(dst []float64, obs []float32, n int) {

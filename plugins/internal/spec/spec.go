@@ -16,5 +16,6 @@ func Metadata(s envs.Spec, version, description string) plugin.Metadata {
 		Observation:     s.Observation,
 		Action:          s.Action,
 		MaxEpisodeSteps: s.MaxEpisodeSteps,
+		Agents:          s.Agents,
 	}
 }

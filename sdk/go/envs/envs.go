@@ -55,7 +55,23 @@ type Spec struct {
 	Observation     Space  `json:"observation_space"`
 	Action          Space  `json:"action_space"`
 	MaxEpisodeSteps int    `json:"max_episode_steps"`
+	// Agents names a multi-agent env's agents (PettingZoo's
+	// possible_agents); empty for a single-agent env. See MultiAgent.
+	Agents []string `json:"agents,omitempty"`
 }
+
+// MultiAgent reports whether the spec is a multi-agent env's.
+//
+// A multi-agent env is a VecEnv whose slots are agents: NumEnvs is
+// instances × len(Agents), slot i·len(Agents)+a is agent a of instance i,
+// and every agent observes Observation and acts in Action (an agent whose
+// own spaces are smaller pads them). All of an instance's agents act at
+// every step (PettingZoo's parallel API); each slot has its own reward and
+// done flags. An agent that finishes before the others sits out: its slot
+// reports reward 0 and no done flags, and its actions are ignored, until
+// the last of its instance's agents finishes and the whole instance
+// resets (finalObs is written for each slot at its own finishing step).
+func (s Spec) MultiAgent() bool { return len(s.Agents) > 0 }
 
 // VecEnv steps N independent instances of one environment in lock-step.
 // Buffers are flat and caller-owned: obs has N*Observation.Dim() values,

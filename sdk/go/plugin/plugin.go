@@ -54,6 +54,10 @@ type Metadata struct {
 	NumPlayers      int    `json:"num_players,omitempty"`
 	MaxEpisodeSteps int    `json:"max_episode_steps,omitempty"`
 	StateBytes      int    `json:"state_bytes,omitempty"` // games: upper bound of a saved state
+	// Agents names a multi-agent env's agents: its batch's slots are
+	// agents, instance-major (envs.Spec.MultiAgent; register the game's
+	// sdk/go/envs/multiagent batch with RegisterVecEnv).
+	Agents []string `json:"agents,omitempty"`
 	// Capabilities the plugin asks for, e.g. "http:llm" to call the
 	// inference endpoint the run grants as "llm" (see HTTP).
 	Capabilities []string `json:"capabilities,omitempty"`

@@ -1,0 +1,160 @@
+package learner
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/trainyard/trainyard/internal/names"
+)
+
+// MultiAgent is a multi-agent run's policies (RLlib's multi_agent(policies,
+// policy_mapping_fn, policies_to_train)): every agent of the env acts by
+// one policy; a policy mapped to several agents shares its parameters
+// among them.
+type MultiAgent struct {
+	// Policies by name. Default: one policy, DefaultPolicy.
+	Policies map[string]Policy `json:"policies,omitempty"`
+	// Mapping maps an agent, by its name or by a pattern (path.Match:
+	// agent_*), to a policy. An agent's own name wins over patterns, and
+	// a pattern with more literal characters over one with fewer. Default
+	// with one policy: every agent to it.
+	Mapping map[string]string `json:"policy_mapping,omitempty"`
+	// Train names the policies that learn; the others stay frozen.
+	// Default: every policy that is not a script.
+	Train []string `json:"policies_to_train,omitempty"`
+}
+
+// Policy is one policy of a multi-agent run: a network of the algorithm
+// with its own hyper-parameters (over the run's), or a fixed script.
+type Policy struct {
+	Hyperparameters map[string]any `json:"hyperparameters,omitempty" doc:"Overrides of the run's hyper-parameters for this policy's network (num_steps is the run's for every policy)."`
+	Script          string         `json:"script,omitempty" doc:"A fixed policy instead of a network (GET /v1/algorithms lists the scripts; tit_for_tat for PrisonersDilemma-v0). A script never trains."`
+}
+
+// DefaultPolicy is the policy a multi-agent run without policies has.
+const DefaultPolicy = "shared"
+
+// Resolved is a MultiAgent checked against an env's agents.
+type Resolved struct {
+	// Names are the policies, sorted; Agent[a] indexes Names for agent a.
+	Names  []string
+	Agent  []int
+	Policy []Policy
+	Train  []bool
+}
+
+// Resolve checks m against the env's agents (a nil m is the default) and
+// maps every agent to a policy. Errors name the spec field.
+func (m *MultiAgent) Resolve(agents []string) (Resolved, error) {
+	var ma MultiAgent
+	if m != nil {
+		ma = *m
+	}
+	if len(agents) == 0 {
+		if m != nil && (len(ma.Policies) > 0 || len(ma.Mapping) > 0 || len(ma.Train) > 0) {
+			return Resolved{}, &FieldError{Field: "policies", Reason: "the env is single-agent: policies, policy_mapping and policies_to_train are for multi-agent envs"}
+		}
+		return Resolved{}, nil
+	}
+	if len(ma.Policies) == 0 {
+		ma.Policies = map[string]Policy{DefaultPolicy: {}}
+	}
+	var r Resolved
+	r.Names = slices.Sorted(func(yield func(string) bool) {
+		for k := range ma.Policies {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	for _, n := range r.Names {
+		if err := names.Policy.Check(n); err != nil {
+			return r, &FieldError{Field: "policies", Reason: err.Error()}
+		}
+		p := ma.Policies[n]
+		if p.Script != "" && len(p.Hyperparameters) > 0 {
+			return r, &FieldError{Field: "policies." + n, Reason: "a script has no hyper-parameters"}
+		}
+		r.Policy = append(r.Policy, p)
+	}
+	if len(ma.Mapping) == 0 {
+		if len(r.Names) > 1 {
+			return r, &FieldError{Field: "policy_mapping", Reason: fmt.Sprintf("required with %d policies: map each agent (%s) to one", len(r.Names), strings.Join(agents, ", "))}
+		}
+		ma.Mapping = map[string]string{"*": r.Names[0]}
+	}
+	for pat, pol := range ma.Mapping {
+		if _, err := path.Match(pat, ""); err != nil {
+			return r, &FieldError{Field: "policy_mapping", Reason: fmt.Sprintf("pattern %q: %v", pat, err)}
+		}
+		if _, ok := ma.Policies[pol]; !ok {
+			return r, &FieldError{Field: "policy_mapping." + pat, Reason: fmt.Sprintf("policy %q is not in policies (%s)", pol, strings.Join(r.Names, ", "))}
+		}
+	}
+	used := make([]bool, len(r.Names))
+	for _, a := range agents {
+		pol, err := mapAgent(ma.Mapping, a)
+		if err != nil {
+			return r, err
+		}
+		i, _ := slices.BinarySearch(r.Names, pol)
+		r.Agent = append(r.Agent, i)
+		used[i] = true
+	}
+	for i, u := range used {
+		if !u {
+			return r, &FieldError{Field: "policies." + r.Names[i], Reason: fmt.Sprintf("no agent is mapped to it (agents: %s)", strings.Join(agents, ", "))}
+		}
+	}
+	r.Train = make([]bool, len(r.Names))
+	if ma.Train == nil {
+		for i, p := range r.Policy {
+			r.Train[i] = p.Script == ""
+		}
+	}
+	for _, n := range ma.Train {
+		i, ok := slices.BinarySearch(r.Names, n)
+		switch {
+		case !ok:
+			return r, &FieldError{Field: "policies_to_train", Reason: fmt.Sprintf("policy %q is not in policies (%s)", n, strings.Join(r.Names, ", "))}
+		case r.Policy[i].Script != "":
+			return r, &FieldError{Field: "policies_to_train", Reason: fmt.Sprintf("policy %q is the script %s, which cannot train", n, r.Policy[i].Script)}
+		}
+		r.Train[i] = true
+	}
+	if !slices.Contains(r.Train, true) {
+		return r, &FieldError{Field: "policies_to_train", Reason: "no policy trains"}
+	}
+	return r, nil
+}
+
+// mapAgent is the policy mapping's choice for agent: its own name, else
+// the most specific matching pattern.
+func mapAgent(mapping map[string]string, agent string) (string, error) {
+	if p, ok := mapping[agent]; ok {
+		return p, nil
+	}
+	best, bestLit, tie := "", -1, false
+	for pat := range mapping {
+		if ok, _ := path.Match(pat, agent); !ok {
+			continue
+		}
+		lit := len(pat) - strings.Count(pat, "*") - strings.Count(pat, "?")
+		switch {
+		case lit > bestLit:
+			best, bestLit, tie = pat, lit, false
+		case lit == bestLit:
+			tie = true
+			best = min(best, pat)
+		}
+	}
+	switch {
+	case bestLit < 0:
+		return "", &FieldError{Field: "policy_mapping", Reason: fmt.Sprintf("no entry maps agent %q", agent)}
+	case tie:
+		return "", &FieldError{Field: "policy_mapping", Reason: fmt.Sprintf("agent %q matches more than one pattern as specifically (%s and another)", agent, best)}
+	}
+	return mapping[best], nil
+}

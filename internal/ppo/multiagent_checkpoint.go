@@ -1,0 +1,196 @@
+package ppo
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/trainyard/trainyard/internal/learner"
+	"github.com/trainyard/trainyard/sdk/go/envs"
+)
+
+// Multi-agent checkpoint format, version 1 (learner.Seal frames it):
+//
+//	magic   "TYMAPPOK"
+//	version uint32
+//	hdrLen  uint32, then JSON (multiHeader)
+//	per learned policy, in name order: uint64 length, its PPO checkpoint
+//	sha256 of everything above
+const (
+	multiMagic   = "TYMAPPOK"
+	multiVersion = 1
+)
+
+type multiHeader struct {
+	Env         string           `json:"env"`
+	Agents      []string         `json:"agents"`
+	Slots       int              `json:"slots"`
+	Seed        uint64           `json:"seed"`
+	Policies    []string         `json:"policies"`
+	Specs       []learner.Policy `json:"policy_specs"`
+	Agent       []int            `json:"agent_policy"`
+	Train       []bool           `json:"train"`
+	Iteration   int64            `json:"iteration"`
+	Timesteps   int64            `json:"timesteps"`
+	Obs         []float32        `json:"obs"`
+	Scripts     []scriptState    `json:"scripts"`
+	EnvSnapshot []byte           `json:"env_snapshot,omitempty"`
+}
+
+type scriptState struct {
+	EpRet  []float64 `json:"episode_return"`
+	Recent []float64 `json:"recent_returns"`
+	Next   int       `json:"recent_next"`
+	N      int       `json:"recent_n"`
+}
+
+// Save writes every policy (each learned one's whole PPO state), the
+// mapping, the counters, the current observations and the env's state.
+func (m *multi) Save(w io.Writer) error {
+	h := multiHeader{Env: m.spec.Name, Agents: m.spec.Agents, Slots: m.slots, Seed: m.seed,
+		Policies: m.res.Names, Specs: m.res.Policy, Agent: m.res.Agent, Train: m.res.Train,
+		Iteration: m.iteration, Timesteps: m.timesteps, Obs: m.obs}
+	var payload []byte
+	for _, p := range m.pols {
+		if p.l == nil {
+			s := p.stats
+			h.Scripts = append(h.Scripts, scriptState{EpRet: s.epRet, Recent: s.recent, Next: s.next, N: s.n})
+			continue
+		}
+		var b bytes.Buffer
+		if err := p.l.Save(&b); err != nil {
+			return fmt.Errorf("ppo: save policy %s: %w", p.name, err)
+		}
+		payload = binary.LittleEndian.AppendUint64(payload, uint64(b.Len()))
+		payload = append(payload, b.Bytes()...)
+	}
+	if s, ok := m.env.(Snapshotter); ok {
+		var err error
+		if h.EnvSnapshot, err = s.Snapshot(); err != nil {
+			return fmt.Errorf("ppo: save: env %s: %w", m.spec.Name, err)
+		}
+	}
+	hdr, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("ppo: save: header: %w", err)
+	}
+	if _, err := w.Write(learner.Seal(multiMagic, multiVersion, hdr, payload)); err != nil {
+		return fmt.Errorf("ppo: save: %w", err)
+	}
+	return nil
+}
+
+// restoreMulti continues a multi-agent checkpoint on env: exactly, when
+// the env can put its state back; otherwise with fresh episodes.
+func restoreMulti(data []byte, env envs.VecEnv) (*multi, error) {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("ppo: restore: %w: %s", ErrCheckpoint, fmt.Sprintf(format, a...))
+	}
+	hdr, body, err := learner.Unseal(data, multiMagic, multiVersion, "multi-agent PPO")
+	if err != nil {
+		return nil, fmt.Errorf("ppo: restore: %w", err)
+	}
+	var h multiHeader
+	if err := json.Unmarshal(hdr, &h); err != nil {
+		return nil, bad("header: %v", err)
+	}
+	spec := env.Spec()
+	switch {
+	case h.Env != spec.Name || !slices.Equal(h.Agents, spec.Agents) || h.Slots != env.NumEnvs():
+		return nil, bad("it is for %d slots of %s (agents %v), the env is %d of %s (agents %v)", h.Slots, h.Env, h.Agents, env.NumEnvs(), spec.Name, spec.Agents)
+	case len(h.Policies) == 0 || len(h.Specs) != len(h.Policies) || len(h.Train) != len(h.Policies) || len(h.Agent) != len(h.Agents):
+		return nil, bad("the policies do not add up")
+	case len(h.Obs) != h.Slots*spec.Observation.Dim() || h.Iteration < 0 || h.Timesteps < 0:
+		return nil, bad("per-slot state has the wrong size")
+	}
+	for _, a := range h.Agent {
+		if a < 0 || a >= len(h.Policies) {
+			return nil, bad("an agent maps to policy %d of %d", a, len(h.Policies))
+		}
+	}
+	res := learner.Resolved{Names: h.Policies, Agent: h.Agent, Policy: h.Specs, Train: h.Train}
+	p := body
+	scripts := h.Scripts
+	m, err := newMulti(env, res, make([]*Config, len(h.Policies)), h.Seed, func(pol *maPolicy, view envs.VecEnv, _ Config) error {
+		if len(p) < 8 {
+			return bad("policy %s's weights are missing", pol.name)
+		}
+		n := binary.LittleEndian.Uint64(p)
+		if n > uint64(len(p)-8) {
+			return bad("policy %s's checkpoint needs %d bytes, %d left", pol.name, n, len(p)-8)
+		}
+		l, err := Restore(bytes.NewReader(p[8:8+n]), view)
+		if err != nil {
+			return err
+		}
+		pol.l, p = l, p[8+n:]
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ppo: restore: %w", err)
+	}
+	if len(p) != 0 {
+		return nil, bad("%d bytes after the last policy", len(p))
+	}
+	for _, pol := range m.pols {
+		if pol.l != nil {
+			continue
+		}
+		if len(scripts) == 0 {
+			return nil, bad("script %s's state is missing", pol.name)
+		}
+		st := scripts[0]
+		scripts = scripts[1:]
+		s := &pol.stats
+		if len(st.EpRet) != len(s.epRet) || len(st.Recent) != len(s.recent) || st.Next < 0 || st.Next >= len(s.recent) || st.N < 0 {
+			return nil, bad("script %s's state has the wrong size", pol.name)
+		}
+		copy(s.epRet, st.EpRet)
+		copy(s.recent, st.Recent)
+		s.next, s.n = st.Next, st.N
+	}
+	m.iteration, m.timesteps = h.Iteration, h.Timesteps
+	if s, ok := env.(Snapshotter); ok && len(h.EnvSnapshot) > 0 {
+		if err := s.RestoreSnapshot(h.EnvSnapshot); err != nil {
+			return nil, fmt.Errorf("ppo: restore: env %s: %w", spec.Name, err)
+		}
+		copy(m.obs, h.Obs)
+		m.scatterObs()
+		return m, nil
+	}
+	// The env cannot be put back: fresh episodes, every policy's
+	// unfinished ones dropped.
+	for _, pol := range m.pols {
+		if l := pol.l; l != nil {
+			clear(l.epRet)
+			clear(l.epLen)
+			clear(l.ret)
+		} else {
+			clear(pol.stats.epRet)
+		}
+	}
+	if err := m.start(h.Seed ^ (uint64(h.Timesteps) * 0x9E3779B97F4A7C15)); err != nil {
+		return nil, fmt.Errorf("ppo: restore: %w", err)
+	}
+	return m, nil
+}
+
+// newMultiLearner is a fresh multi-agent learner on env: res's policies,
+// each learned one from its config (cfgs) and its own seed.
+func newMultiLearner(env envs.VecEnv, res learner.Resolved, cfgs []*Config, seed uint64) (*multi, error) {
+	m, err := newMulti(env, res, cfgs, seed, func(pol *maPolicy, view envs.VecEnv, c Config) error {
+		l, err := New(view, c)
+		pol.l = l
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := m.start(seed); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
