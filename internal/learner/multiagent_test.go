@@ -1,0 +1,85 @@
+package learner
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestResolveMapsAgentsToPolicies(t *testing.T) {
+	agents := []string{"agent_0", "agent_1", "agent_2"}
+	for name, tc := range map[string]struct {
+		ma     *MultiAgent
+		want   []string // policy per agent
+		train  []string
+		fieldE string // a FieldError on this field, or ""
+	}{
+		"default shares one policy": {ma: nil, want: []string{"shared", "shared", "shared"}, train: []string{"shared"}},
+		"own name beats a pattern": {ma: &MultiAgent{
+			Policies: map[string]Policy{"a": {}, "b": {}},
+			Mapping:  map[string]string{"agent_*": "a", "agent_2": "b"},
+		}, want: []string{"a", "a", "b"}, train: []string{"a", "b"}},
+		"more literal pattern wins": {ma: &MultiAgent{
+			Policies: map[string]Policy{"a": {}, "b": {}},
+			Mapping:  map[string]string{"*": "a", "agent_?": "b"},
+		}, want: []string{"b", "b", "b"}, fieldE: "policies.a"},
+		"script is frozen": {ma: &MultiAgent{
+			Policies: map[string]Policy{"l": {}, "t": {Script: "tit_for_tat"}},
+			Mapping:  map[string]string{"agent_0": "t", "*": "l"},
+		}, want: []string{"t", "l", "l"}, train: []string{"l"}},
+		"frozen network":          {ma: &MultiAgent{Policies: map[string]Policy{"l": {}, "f": {}}, Mapping: map[string]string{"agent_0": "f", "*": "l"}, Train: []string{"l"}}, want: []string{"f", "l", "l"}, train: []string{"l"}},
+		"mapping required":        {ma: &MultiAgent{Policies: map[string]Policy{"a": {}, "b": {}}}, fieldE: "policy_mapping"},
+		"unknown policy":          {ma: &MultiAgent{Mapping: map[string]string{"*": "nope"}}, fieldE: "policy_mapping.*"},
+		"unmapped agent":          {ma: &MultiAgent{Policies: map[string]Policy{"a": {}}, Mapping: map[string]string{"agent_0": "a"}}, fieldE: "policy_mapping"},
+		"ambiguous":               {ma: &MultiAgent{Policies: map[string]Policy{"a": {}, "b": {}}, Mapping: map[string]string{"agent_*": "a", "*gent_0": "b", "agent_1": "b", "agent_2": "b"}}, fieldE: "policy_mapping"},
+		"train a script":          {ma: &MultiAgent{Policies: map[string]Policy{"l": {}, "t": {Script: "x"}}, Mapping: map[string]string{"agent_0": "t", "*": "l"}, Train: []string{"t"}}, fieldE: "policies_to_train"},
+		"nothing trains":          {ma: &MultiAgent{Train: []string{}}, fieldE: "policies_to_train"},
+		"bad name":                {ma: &MultiAgent{Policies: map[string]Policy{"a/b": {}}}, fieldE: "policies"},
+		"script with hps":         {ma: &MultiAgent{Policies: map[string]Policy{"t": {Script: "x", Hyperparameters: map[string]any{"gamma": 0.9}}}}, fieldE: "policies.t"},
+		"bad pattern":             {ma: &MultiAgent{Mapping: map[string]string{"[": "shared"}, Policies: map[string]Policy{"shared": {}}}, fieldE: "policy_mapping"},
+		"unknown policy to train": {ma: &MultiAgent{Train: []string{"ghost"}}, fieldE: "policies_to_train"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, err := tc.ma.Resolve(agents)
+			if tc.fieldE != "" && tc.want == nil {
+				var fe *FieldError
+				if !errors.As(err, &fe) || fe.Field != tc.fieldE {
+					t.Fatalf("Resolve: %v, want a field error on %s", err, tc.fieldE)
+				}
+				return
+			}
+			if tc.fieldE != "" { // mapped as wanted, then refused
+				var fe *FieldError
+				if !errors.As(err, &fe) || fe.Field != tc.fieldE || !strings.Contains(fe.Reason, "no agent") {
+					t.Fatalf("Resolve: %v, want the unused policy refused on %s", err, tc.fieldE)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, train []string
+			for _, i := range r.Agent {
+				got = append(got, r.Names[i])
+			}
+			for i, tr := range r.Train {
+				if tr {
+					train = append(train, r.Names[i])
+				}
+			}
+			if !slices.Equal(got, tc.want) || !slices.Equal(train, tc.train) {
+				t.Fatalf("agents → %v (train %v), want %v (train %v)", got, train, tc.want, tc.train)
+			}
+		})
+	}
+}
+
+func TestResolveSingleAgent(t *testing.T) {
+	if _, err := (&MultiAgent{Policies: map[string]Policy{"a": {}}}).Resolve(nil); err == nil {
+		t.Fatal("policies on a single-agent env were accepted")
+	}
+	if _, err := (*MultiAgent)(nil).Resolve(nil); err != nil {
+		t.Fatal(err)
+	}
+}
