@@ -332,7 +332,7 @@ func (s *Server) submitRun(ctx context.Context, in *submitRunInput) (*runRefOutp
 		if _, err := spec.LearnerConfig(env.Metadata.Name); err != nil {
 			return nil, fieldErrors("invalid run spec", err)
 		}
-		if err := spec.CheckEnvSpaces(env.Metadata.Observation, env.Metadata.Action); err != nil {
+		if err := spec.CheckEnv(env.Metadata.Spec()); err != nil {
 			return nil, fieldErrors("invalid run spec", err)
 		}
 	}

@@ -274,17 +274,32 @@ func (s Spec) LearnerConfig(envName string) (any, error) {
 	return f.Config(envName, s.Knobs())
 }
 
-// CheckEnvSpaces refuses an env whose spaces the algorithm's learner
-// cannot train (learner.SpaceChecker), before the run starts.
-func (s Spec) CheckEnvSpaces(obs, act envs.Space) error {
+// CheckEnv refuses an env the algorithm's learner cannot train (DQN:
+// continuous actions), and a multi-agent env (spec.Agents) that the
+// learner or the run's shape does not fit; errors name the field.
+func (s Spec) CheckEnv(spec envs.Spec) error {
 	f, err := s.factory()
 	if err != nil {
 		return err
 	}
 	if c, ok := f.(learner.SpaceChecker); ok {
-		return c.CheckSpaces(obs, act)
+		if err := c.CheckSpaces(spec.Observation, spec.Action); err != nil {
+			return err
+		}
 	}
-	return nil
+	if !spec.MultiAgent() {
+		return nil
+	}
+	c, ok := f.(learner.EnvChecker)
+	switch {
+	case !ok:
+		return &FieldError{Field: "env", Reason: fmt.Sprintf("%s is a multi-agent env (agents %v); %s trains single-agent envs", spec.Name, spec.Agents, s.Algorithm)}
+	case s.Distributed():
+		return &FieldError{Field: "rollout_workers", Reason: fmt.Sprintf("%s is a multi-agent env: distributed rollouts are for single-agent envs", spec.Name)}
+	case s.NumEnvs()%len(spec.Agents) != 0:
+		return &FieldError{Field: "envs_per_worker", Reason: fmt.Sprintf("workers × envs_per_worker = %d slots is not a whole number of %s games of %d agents", s.NumEnvs(), spec.Name, len(spec.Agents))}
+	}
+	return c.CheckEnv(spec, s.Knobs())
 }
 
 // NumEnvs is the number of env instances the trainer steps.
