@@ -21,6 +21,7 @@ import (
 
 	"github.com/trainyard/trainyard/api"
 	"github.com/trainyard/trainyard/internal/apiclient"
+	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/training"
 )
 
@@ -32,6 +33,7 @@ func newRunCmd() *cobra.Command {
 	var spec training.Spec
 	var target float64
 	var hyper []string
+	var pols policyFlags
 	var detach, local bool
 	var ckptDir string
 	trainCmd := &cobra.Command{
@@ -50,6 +52,9 @@ func newRunCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("target-return") {
 				spec.TargetReturn = &target
+			}
+			if err := pols.apply(&spec); err != nil {
+				return err
 			}
 			if local {
 				spec.Command = args
@@ -89,6 +94,7 @@ func newRunCmd() *cobra.Command {
 	}
 	addRunSpecFlags(trainCmd.Flags(), &spec, &target, &hyper)
 	f := trainCmd.Flags()
+	pols.add(f)
 	f.BoolVar(&detach, "detach", false, "print the run id and return at once")
 	f.BoolVar(&local, "local", false, "train in this process: no server, cluster or S3 (built-in plugins or .wasm files)")
 	f.StringVar(&ckptDir, "checkpoint-dir", "", "with --local: checkpoint each segment into this directory (S3's layout); a run there continues from its newest checkpoint")
@@ -587,6 +593,43 @@ func pluginRef(ctx context.Context, c *apiclient.Client, ref string) (string, er
 
 // parseSets turns name=value pairs into hyper-parameter overrides; values
 // are JSON when they parse as JSON, comma lists become arrays of numbers.
+// policyFlags are a multi-agent run's policies, mapping and
+// policies_to_train as flags (docs/training.md "Multi-agent runs").
+type policyFlags struct{ policies, mapping, train []string }
+
+func (p *policyFlags) add(f *pflag.FlagSet) {
+	f.StringArrayVar(&p.policies, "policy", nil, "multi-agent envs: a policy NAME (a network) or NAME=SCRIPT (a fixed one: tit_for_tat, always_cooperate, always_defect); repeatable")
+	f.StringArrayVar(&p.mapping, "policy-map", nil, "multi-agent envs: AGENT=POLICY, AGENT a name or a pattern (agent_*); repeatable")
+	f.StringArrayVar(&p.train, "train-policy", nil, "multi-agent envs: a policy that learns (repeatable; default: every policy that is not a script)")
+}
+
+func (p *policyFlags) apply(spec *training.Spec) error {
+	for _, s := range p.policies {
+		name, script, _ := strings.Cut(s, "=")
+		if name == "" {
+			return fmt.Errorf("--policy %q: want NAME or NAME=SCRIPT", s)
+		}
+		if spec.Policies == nil {
+			spec.Policies = map[string]learner.Policy{}
+		}
+		spec.Policies[name] = learner.Policy{Script: script}
+	}
+	for _, s := range p.mapping {
+		agent, pol, ok := strings.Cut(s, "=")
+		if !ok || agent == "" || pol == "" {
+			return fmt.Errorf("--policy-map %q: want AGENT=POLICY", s)
+		}
+		if spec.PolicyMapping == nil {
+			spec.PolicyMapping = map[string]string{}
+		}
+		spec.PolicyMapping[agent] = pol
+	}
+	if len(p.train) > 0 {
+		spec.PoliciesToTrain = p.train
+	}
+	return nil
+}
+
 func parseSets(sets []string) (map[string]any, error) {
 	if len(sets) == 0 {
 		return nil, nil

@@ -73,14 +73,19 @@ type Spec struct {
 	// Hyperparameters override the algorithm's learner config by its
 	// JSON names (learner.Overlay).
 	Hyperparameters map[string]any `json:"hyperparameters,omitempty" doc:"Overrides of the algorithm's hyper-parameters by name (GET /v1/algorithms lists them with their defaults): ppo's learning_rate, gamma, gae_lambda, epochs, clip_coef, entropy_coef, hidden, normalize_obs, ...; dqn's buffer_size, learning_starts, train_freq, exploration_fraction, ...)."`
-	Iterations      int            `json:"iterations,omitempty" minimum:"0" doc:"Stop after this many iterations (default 500)."`
-	TargetReturn    *float64       `json:"target_return,omitempty" doc:"Stop as soon as the mean return of the last 100 episodes reaches this."`
-	CheckpointEvery int            `json:"checkpoint_every,omitempty" minimum:"0" doc:"Iterations between checkpoints (default 10)."`
-	KeepCheckpoints int            `json:"keep_checkpoints,omitempty" minimum:"0" doc:"Checkpoints kept besides the best one (default 3)."`
-	Seed            uint64         `json:"seed,omitempty" doc:"Seeds weights, envs and sampling; a run is reproducible given it."`
-	CPUs            float64        `json:"cpus,omitempty" minimum:"0" doc:"CPUs the trainer reserves (default: workers)."`
-	MemoryMB        int64          `json:"memory_mb,omitempty" minimum:"0" doc:"Memory the trainer reserves (default 512)."`
-	Priority        int            `json:"priority,omitempty" doc:"Higher places first among waiting work (plus the starvation boost once it has waited past the policy's threshold)."`
+	// Policies, PolicyMapping and PoliciesToTrain are a multi-agent
+	// run's (learner.MultiAgent; docs/training.md "Multi-agent runs").
+	Policies        map[string]learner.Policy `json:"policies,omitempty" doc:"Multi-agent envs: the run's policies by name, each a network with its own hyper-parameters over the run's, or a fixed script (tit_for_tat). Default: one policy, shared, for every agent."`
+	PolicyMapping   map[string]string         `json:"policy_mapping,omitempty" doc:"Multi-agent envs: agent name or pattern (agent_*) → policy; an agent's own name wins over patterns, a more literal pattern over a less literal one. Required with more than one policy."`
+	PoliciesToTrain []string                  `json:"policies_to_train,omitempty" maxItems:"64" doc:"Multi-agent envs: the policies that learn; the others stay frozen. Default: every policy that is not a script."`
+	Iterations      int                       `json:"iterations,omitempty" minimum:"0" doc:"Stop after this many iterations (default 500)."`
+	TargetReturn    *float64                  `json:"target_return,omitempty" doc:"Stop as soon as the mean return of the last 100 episodes reaches this."`
+	CheckpointEvery int                       `json:"checkpoint_every,omitempty" minimum:"0" doc:"Iterations between checkpoints (default 10)."`
+	KeepCheckpoints int                       `json:"keep_checkpoints,omitempty" minimum:"0" doc:"Checkpoints kept besides the best one (default 3)."`
+	Seed            uint64                    `json:"seed,omitempty" doc:"Seeds weights, envs and sampling; a run is reproducible given it."`
+	CPUs            float64                   `json:"cpus,omitempty" minimum:"0" doc:"CPUs the trainer reserves (default: workers)."`
+	MemoryMB        int64                     `json:"memory_mb,omitempty" minimum:"0" doc:"Memory the trainer reserves (default 512)."`
+	Priority        int                       `json:"priority,omitempty" doc:"Higher places first among waiting work (plus the starvation boost once it has waited past the policy's threshold)."`
 	// Config is the quota key (a game config such as hexagonal_2p):
 	// config quotas, one training per config, board→VRAM routing.
 	Config string `json:"config,omitempty" maxLength:"63" doc:"Quota key, e.g. a game config (hexagonal_2p): config quotas, one training per config and its board's VRAM floor apply (docs/scheduling.md)."`
@@ -252,7 +257,11 @@ func (s Spec) Validate() error {
 
 // Knobs are what the spec sets of the built-in learner's config.
 func (s Spec) Knobs() learner.Knobs {
-	return learner.Knobs{Seed: s.Seed, Workers: s.Workers, EpisodeLength: s.EpisodeLength, BatchSize: s.BatchSize, Hyperparameters: s.Hyperparameters}
+	k := learner.Knobs{Seed: s.Seed, Workers: s.Workers, EpisodeLength: s.EpisodeLength, BatchSize: s.BatchSize, Hyperparameters: s.Hyperparameters}
+	if len(s.Policies) > 0 || len(s.PolicyMapping) > 0 || s.PoliciesToTrain != nil {
+		k.MultiAgent = &learner.MultiAgent{Policies: s.Policies, Mapping: s.PolicyMapping, Train: s.PoliciesToTrain}
+	}
+	return k
 }
 
 // factory is the spec's algorithm's learner factory (ShapeSegments).
@@ -288,7 +297,8 @@ func (s Spec) CheckEnv(spec envs.Spec) error {
 		}
 	}
 	if !spec.MultiAgent() {
-		return nil
+		_, err := s.Knobs().MultiAgent.Resolve(nil)
+		return err
 	}
 	c, ok := f.(learner.EnvChecker)
 	switch {
