@@ -67,8 +67,12 @@ func (d runDoc) learning() []map[string]any {
 		for k, v := range m {
 			out[i][k] = v
 		}
-		for _, k := range timingFields {
-			delete(out[i], k)
+		for k := range out[i] {
+			for _, f := range timingFields { // policy/<name>/... too
+				if k == f || strings.HasSuffix(k, "/"+f) {
+					delete(out[i], k)
+				}
+			}
 		}
 	}
 	return out
@@ -199,6 +203,33 @@ func TestLocalRunMatchesCluster(t *testing.T) {
 	assertProblem(t, code, hdr, raw, http.StatusUnprocessableEntity, "body.hyperparameters.gamma")
 	code, hdr, raw = dev.call("POST", "/v1/runs", dev.admin, `{"cluster":"lab","env":"Pendulum-v1","algorithm":"dqn"}`, nil)
 	assertProblem(t, code, hdr, raw, http.StatusUnprocessableEntity, "body.env") // continuous actions
+
+	// A multi-agent run (internal/ppo multiagent.go): the built-in IPD,
+	// a trained policy against a frozen tit-for-tat script, learns to
+	// cooperate (the best response at γ = 0.99), the same both ways, its
+	// metrics per policy; a mapping or a batch that does not fit is
+	// refused naming the field.
+	mspec := []string{"--env", "PrisonersDilemma-v0", "--iterations", "50", "--checkpoint-every", "25", "--seed", "1",
+		"--policy", "learner", "--policy", "tft=tit_for_tat", "--policy-map", "agent_0=learner", "--policy-map", "agent_1=tft"}
+	mlocal, stderr, err := runLocalCLI(t, mspec...)
+	if err != nil {
+		t.Fatalf("run train --local on PrisonersDilemma-v0: %v\n%s", err, stderr)
+	}
+	mcluster := runOnCluster(t, dev, 3*time.Minute, mspec...)
+	sameLearning(t, mlocal, mcluster)
+	last := mcluster.Progress.Metrics[len(mcluster.Progress.Metrics)-1]
+	if coop, _ := last["policy/learner/action_0_rate"].(float64); coop < 0.9 || last["policy/learner/policy_loss"] == nil || last["policy/tft/policy_loss"] != nil {
+		t.Fatalf("against tit-for-tat the learner cooperates in %v of rounds (want ≥ 0.9), or the script trains: %v", last["policy/learner/action_0_rate"], last)
+	}
+	for body, field := range map[string]string{
+		`{"cluster":"lab","env":"PrisonersDilemma-v0","policies":{"a":{}},"policy_mapping":{"agent_*":"ghost"}}`: "body.policy_mapping.agent_*",
+		`{"cluster":"lab","env":"PrisonersDilemma-v0","envs_per_worker":5}`:                                      "body.envs_per_worker",
+		`{"cluster":"lab","env":"CartPole-v1","policies":{"a":{}}}`:                                              "body.policies",
+		`{"cluster":"lab","env":"PrisonersDilemma-v0","algorithm":"dqn"}`:                                        "body.env",
+	} {
+		code, hdr, raw := dev.call("POST", "/v1/runs", dev.admin, body, nil)
+		assertProblem(t, code, hdr, raw, http.StatusUnprocessableEntity, field)
+	}
 
 	for _, tc := range []struct {
 		name      string
