@@ -50,7 +50,8 @@ func (f Factory) Config(envName string, k learner.Knobs) (any, error) { return f
 // New is a fresh learner on env.Train: multi-agent PPO on a multi-agent
 // env (multiagent.go).
 func (f Factory) New(env learner.Env, k learner.Knobs) (learner.Learner, error) {
-	if spec := env.Train.Spec(); spec.MultiAgent() {
+	if env.Train != nil && env.Train.Spec().MultiAgent() {
+		spec := env.Train.Spec()
 		res, cfgs, err := f.multiAgent(spec, k)
 		if err != nil {
 			return nil, err
@@ -74,7 +75,7 @@ func (f Factory) New(env learner.Env, k learner.Knobs) (learner.Learner, error) 
 
 // Restore continues a checkpoint on env.Train (its config is the saved one).
 func (f Factory) Restore(r io.Reader, env learner.Env) (learner.Learner, error) {
-	if env.Train.Spec().MultiAgent() {
+	if env.Train != nil && env.Train.Spec().MultiAgent() {
 		data, err := io.ReadAll(r)
 		if err != nil {
 			return nil, fmt.Errorf("ppo: restore: read: %w", err)

@@ -520,7 +520,7 @@ func (r *Runner) save(ctx context.Context, in SegmentInput, spec Spec, l learner
 // evaluate runs the final policy deterministically on fresh envs.
 func (r *Runner) evaluate(ctx context.Context, s *session, spec Spec) (learner.EvalResult, error) {
 	n := min(spec.NumEnvs(), 10)
-	if a := len(s.env.Spec().Agents); a > 0 {
+	if a := len(s.mods[0].Metadata().Agents); a > 0 {
 		n = max(n/a, 1) * a // a multi-agent env's slots are whole games
 	}
 	env, err := s.openEnv(ctx, n, spec.Seed^0xE7A1)
