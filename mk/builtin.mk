@@ -4,7 +4,7 @@
 # `trainyard server` register them on start; `plugin run NAME` finds them
 # without a server. A `go build` without make gives a binary without them.
 BUILTIN_DIR := plugins/builtin/wasm
-BUILTIN_GO := cartpole pendulum shaping tictactoe arithmetic ipd
+BUILTIN_GO := cartpole pendulum shaping tictactoe arithmetic ipd spread
 BUILTIN_AS := reward-clip-as
 # Recursive and second-expanded: PLUGINS_OUT, KINROW_OUT and KINROW_CONFIGS
 # come from fragments included after this one.

@@ -6,7 +6,7 @@
 # sdk-go-bench runs its benchmarks (part of `make bench`).
 PLUGINS_OUT := $(CACHE)/plugins
 ASC := sdk/assemblyscript/node_modules/.bin/asc
-GO_PLUGINS := cartpole pendulum shaping tictactoe ipd
+GO_PLUGINS := cartpole pendulum shaping tictactoe ipd spread
 AS_PLUGINS := cartpole-as reward-clip-as goleft
 AS_SDK_SRC := $(wildcard sdk/assemblyscript/assembly/*.ts)
 

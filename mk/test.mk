@@ -93,7 +93,7 @@ test-go:
 # ppo's own learning tests, and internal/e2e's TestLearn* (the ASHA sweep
 # to a solved CartPole). About 13 minutes on 2 cores (762 s).
 learn:
-	$(GO) test -count=1 -run '^TestLearn' -timeout 20m ./internal/ppo/
+	TRAINYARD_LEARN_FULL=1 $(GO) test -count=1 -run '^TestLearn' -timeout 20m ./internal/ppo/
 	TRAINYARD_LEARN_SEEDS=0-9 $(GO) test -count=1 -v -run '^TestLearnDefaults' -timeout 60m ./internal/training/
 	TRAINYARD_LEARN_SEEDS=0-4 $(GO) test -count=1 -v -run '^TestLearnCartPole$$' -timeout 20m ./internal/dqn/
 	$(GO) test -count=1 -run '^TestLearnsToBeatRandom$$' -timeout 10m ./internal/selfplay/model/

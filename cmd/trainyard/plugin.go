@@ -154,7 +154,7 @@ func newPluginCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			env, err := mod.NewVecEnv(ctx, envsN, seed)
+			env, err := mod.NewVecEnv(ctx, mod.Metadata().Slots(envsN), seed)
 			if err != nil {
 				return err
 			}
@@ -166,7 +166,7 @@ func newPluginCmd() *cobra.Command {
 			return cf.print(os.Stdout, st, func(w *tabwriter.Writer) { statsTable(w, mod.Metadata().Label(), st) })
 		},
 	}
-	run.Flags().IntVar(&envsN, "envs", 64, "instances stepped per batch")
+	run.Flags().IntVar(&envsN, "envs", 64, "instances stepped per batch (a multi-agent env's games: one slot per agent each)")
 	run.Flags().IntVar(&steps, "steps", 100000, "environment steps in total")
 	run.Flags().Uint64Var(&seed, "seed", 1, "seed for the envs and the random actions")
 	run.Flags().BoolVar(&remote, "remote", false, "run REF on a worker through the API")

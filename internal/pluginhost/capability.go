@@ -98,12 +98,13 @@ func (m *Module) smokeWithoutCapabilities(ctx context.Context) error {
 	if m.meta.Kind != KindEnv {
 		return nil
 	}
-	v, err := m.NewVecEnv(ctx, 2, 1)
+	n := m.meta.Slots(2)
+	v, err := m.NewVecEnv(ctx, n, 1)
 	if err != nil {
 		return err
 	}
 	defer v.Close()
-	obs := make([]float32, 2*v.od)
+	obs := make([]float32, n*v.od)
 	if err := v.Reset(1, obs); err != nil {
 		return err
 	}

@@ -39,11 +39,14 @@ type Metadata struct {
 	// Agents names a multi-agent env's agents (envs.Spec.MultiAgent): its
 	// batch's slots are agents, so NewVecEnv's n is instances × agents.
 	Agents []string `json:"agents,omitempty"`
+	// ActionMask: the last action_space.n observation values are the legal
+	// actions (envs.Spec.ActionMask).
+	ActionMask bool `json:"action_mask,omitempty"`
 }
 
 // Spec is the envs.Spec of an env plugin.
 func (m Metadata) Spec() envs.Spec {
-	return envs.Spec{Name: m.Name, Observation: m.Observation, Action: m.Action, MaxEpisodeSteps: m.MaxEpisodeSteps, Agents: m.Agents}
+	return envs.Spec{Name: m.Name, Observation: m.Observation, Action: m.Action, MaxEpisodeSteps: m.MaxEpisodeSteps, Agents: m.Agents, ActionMask: m.ActionMask}
 }
 
 // Label names the plugin in errors and logs.
@@ -80,6 +83,9 @@ func parseMetadata(b []byte, l Limits) (Metadata, error) {
 		if err := checkAgents(m.Agents); err != nil {
 			return m, err
 		}
+		if err := checkActionMask(m); err != nil {
+			return m, err
+		}
 	case KindReward:
 		// Empty spaces mean "composes with any env".
 		if err := checkSpace("observation_space", m.Observation, l, true); err != nil {
@@ -108,6 +114,21 @@ func parseMetadata(b []byte, l Limits) (Metadata, error) {
 		return m, fmt.Errorf("%w: kind %q, want env, reward or game", ErrMetadata, m.Kind)
 	}
 	return m, nil
+}
+
+// checkActionMask: a mask needs discrete actions and a flat observation
+// wide enough to end in one value per action.
+func checkActionMask(m Metadata) error {
+	if !m.ActionMask {
+		return nil
+	}
+	if m.Action.Kind != envs.Discrete {
+		return fmt.Errorf("%w: action_mask: needs a discrete action_space, got %q", ErrMetadata, m.Action.Kind)
+	}
+	if m.Observation.Kind != envs.Box || len(m.Observation.Shape) != 1 || m.Observation.Dim() < m.Action.N {
+		return fmt.Errorf("%w: action_mask: the observation_space must be a flat box of at least %d values (one per action, last)", ErrMetadata, m.Action.N)
+	}
+	return nil
 }
 
 // maxAgents bounds a multi-agent env's agents.

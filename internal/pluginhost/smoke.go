@@ -37,7 +37,7 @@ func finite(call, label string, xs []float32) error {
 }
 
 func (m *Module) smokeEnv(ctx context.Context) error {
-	const n = 2
+	n := m.meta.Slots(2)
 	v, err := m.NewVecEnv(ctx, n, 1)
 	if err != nil {
 		return err

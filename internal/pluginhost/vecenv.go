@@ -51,6 +51,10 @@ func (v *VecEnv) TakeStepStats() StepStats {
 
 var _ envs.VecEnv = (*VecEnv)(nil)
 
+// Slots is how many VecEnv slots instances instances of the env take: one
+// per agent of a multi-agent env, else one each.
+func (m Metadata) Slots(instances int) int { return instances * max(1, len(m.Agents)) }
+
 // NewVecEnv instantiates (or takes from the pool) an instance and inits it
 // with n environments. ctx bounds every later call (checked between calls;
 // each call has the module's CallTimeout).

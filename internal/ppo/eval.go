@@ -30,6 +30,9 @@ func (l *Learner) act(obs, actions []float32, n int, x []float64, ws *nn.Workspa
 	for i := 0; i < n; i++ {
 		o := out[i*l.nAct : (i+1)*l.nAct]
 		if l.discrete {
+			if l.masked {
+				maskLogits(o, l.rowMask(obs, i), nil)
+			}
 			best := 0
 			for j, z := range o {
 				if z > o[best] {

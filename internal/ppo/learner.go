@@ -64,6 +64,7 @@ type Learner struct {
 
 	nEnv, od, ad int
 	discrete     bool
+	masked       bool      // the env's observations end in an action mask
 	nAct         int       // network action width: N logits or the Box dim
 	actLow       []float32 // Box bounds for clipping
 	actHigh      []float32
@@ -116,6 +117,7 @@ type rollout struct {
 	dones      []float64 // 1 where the episode ended at this step
 	advantages []float64
 	returns    []float64
+	mask       []bool // T·N × nAct legal actions (masked envs only)
 }
 
 // worker owns one goroutine's share of a minibatch.
@@ -166,6 +168,10 @@ func build(env envs.VecEnv, cfg Config) (*Learner, error) {
 			return nil, fmt.Errorf("ppo: %s: discrete action space with n = %d", spec.Name, spec.Action.N)
 		}
 		l.discrete, l.ad, l.nAct = true, 1, spec.Action.N
+		l.masked = spec.ActionMask
+		if l.masked && l.od < l.nAct {
+			return nil, fmt.Errorf("ppo: %s: an action mask of %d values does not fit observations of %d", spec.Name, l.nAct, l.od)
+		}
 	case envs.Box:
 		l.ad = spec.Action.Dim()
 		l.nAct = l.ad
@@ -218,6 +224,9 @@ func build(env envs.VecEnv, cfg Config) (*Learner, error) {
 		obs: make([]float64, T*l.od), actions: make([]float64, T*l.ad),
 		logp: make([]float64, T), values: make([]float64, T), rewards: make([]float64, T),
 		dones: make([]float64, T), advantages: make([]float64, T), returns: make([]float64, T),
+	}
+	if l.masked {
+		l.buf.mask = make([]bool, T*l.nAct)
 	}
 	l.perm = make([]int, T)
 	mb := min(cfg.MinibatchSize, T)
@@ -331,6 +340,10 @@ func (l *Learner) actStep(t int) {
 	copy(l.buf.values[row:row+n], vals)
 	acts := l.buf.actions[row*ad : (row+n)*ad]
 	for i := 0; i < n; i++ {
+		if l.masked {
+			r := row + i
+			maskLogits(out[i*l.nAct:(i+1)*l.nAct], l.rowMask(l.obs, i), l.buf.mask[r*l.nAct:(r+1)*l.nAct])
+		}
 		l.buf.logp[row+i] = l.sample(out[i*l.nAct:(i+1)*l.nAct], acts[i*ad:(i+1)*ad], l.actions[i*ad:(i+1)*ad])
 	}
 }
@@ -644,6 +657,9 @@ func (l *Learner) shardGrad(w *worker, idx []int, B int, advMean, advStd, clip f
 	for s, k := range idx {
 		adv := (b.advantages[k] - advMean) / (advStd + 1e-8)
 		o := out[s*na : (s+1)*na]
+		if b.mask != nil {
+			applyKept(o, b.mask[k*na:(k+1)*na])
+		}
 		d := w.dOut[s*na : (s+1)*na]
 		act := b.actions[k*ad : (k+1)*ad]
 		var logp, ent float64

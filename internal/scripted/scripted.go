@@ -10,6 +10,7 @@ import (
 
 	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/sdk/go/envs/ipd"
+	"github.com/trainyard/trainyard/sdk/go/envs/spread"
 )
 
 // Script is one fixed policy.
@@ -30,6 +31,12 @@ var All = []Script{
 		Act: func(obs, actions []float32, n int) {
 			for i := range n {
 				actions[i] = float32(ipd.LastMove(obs[i*ipd.ObsDim : (i+1)*ipd.ObsDim]))
+			}
+		}},
+	{Name: "nearest_landmark", Env: spread.Name, Doc: "agents in id order each claim the nearest unclaimed landmark and walk to it",
+		Act: func(obs, actions []float32, n int) {
+			for i := range n {
+				actions[i] = float32(spread.NearestUnclaimed(obs[i*spread.ObsDim : (i+1)*spread.ObsDim]))
 			}
 		}},
 }

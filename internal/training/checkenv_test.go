@@ -39,4 +39,15 @@ func TestCheckEnvRefusesWhatAMultiAgentRunCannotDo(t *testing.T) {
 	if err := base.CheckEnv(cartpole.Spec()); err != nil {
 		t.Errorf("a single-agent env: %v", err)
 	}
+	// A rollout worker's fragment carries no action masks.
+	masked := cartpole.Spec()
+	masked.ActionMask = true
+	dist := Spec{Cluster: "lab", Env: cartpole.Name, RolloutWorkers: 2, RolloutCPUs: 1}.WithDefaults()
+	var fe *learner.FieldError
+	if err := dist.CheckEnv(masked); !errors.As(err, &fe) || fe.Field != "rollout_workers" {
+		t.Errorf("a masked env with rollout workers: %v, want a field error on rollout_workers", err)
+	}
+	if err := dist.CheckEnv(cartpole.Spec()); err != nil {
+		t.Errorf("an unmasked env with rollout workers: %v", err)
+	}
 }

@@ -296,6 +296,10 @@ func (s Spec) CheckEnv(spec envs.Spec) error {
 			return err
 		}
 	}
+	if spec.ActionMask && s.Distributed() {
+		// A rollout worker's fragment carries no masks for the update.
+		return &FieldError{Field: "rollout_workers", Reason: fmt.Sprintf("%s has an action mask: distributed rollouts are for envs without one", spec.Name)}
+	}
 	if !spec.MultiAgent() {
 		_, err := s.Knobs().MultiAgent.Resolve(nil)
 		return err

@@ -34,7 +34,7 @@ func (a *Activities) Rollout(ctx context.Context, in Input) (pluginhost.RolloutS
 		return pluginhost.RolloutStats{}, pluginFailure(err)
 	}
 	defer mod.Close(ctx)
-	env, err := mod.NewVecEnv(ctx, in.Envs, in.Seed)
+	env, err := mod.NewVecEnv(ctx, mod.Metadata().Slots(in.Envs), in.Seed)
 	if err != nil {
 		return pluginhost.RolloutStats{}, pluginFailure(err)
 	}

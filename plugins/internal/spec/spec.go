@@ -17,5 +17,6 @@ func Metadata(s envs.Spec, version, description string) plugin.Metadata {
 		Action:          s.Action,
 		MaxEpisodeSteps: s.MaxEpisodeSteps,
 		Agents:          s.Agents,
+		ActionMask:      s.ActionMask,
 	}
 }

@@ -58,6 +58,19 @@ type Spec struct {
 	// Agents names a multi-agent env's agents (PettingZoo's
 	// possible_agents); empty for a single-agent env. See MultiAgent.
 	Agents []string `json:"agents,omitempty"`
+	// ActionMask says the last Action.N values of every observation are
+	// the agent's legal actions (1 legal, 0 not; Discrete actions only): a
+	// learner that reads it never picks a masked action (RLlib's and
+	// PettingZoo's action_mask, flattened into the observation).
+	ActionMask bool `json:"action_mask,omitempty"`
+}
+
+// Mask is the action mask in one observation (nil without one).
+func (s Spec) Mask(obs []float32) []float32 {
+	if !s.ActionMask {
+		return nil
+	}
+	return obs[len(obs)-s.Action.N:]
 }
 
 // MultiAgent reports whether the spec is a multi-agent env's.

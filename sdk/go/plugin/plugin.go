@@ -58,6 +58,9 @@ type Metadata struct {
 	// agents, instance-major (envs.Spec.MultiAgent; register the game's
 	// sdk/go/envs/multiagent batch with RegisterVecEnv).
 	Agents []string `json:"agents,omitempty"`
+	// ActionMask says the last action_space.n values of every observation
+	// are the legal actions (1 legal, 0 not; envs.Spec.ActionMask).
+	ActionMask bool `json:"action_mask,omitempty"`
 	// Capabilities the plugin asks for, e.g. "http:llm" to call the
 	// inference endpoint the run grants as "llm" (see HTTP).
 	Capabilities []string `json:"capabilities,omitempty"`
