@@ -24,6 +24,7 @@ func newSweepCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "sweep", Short: "Hyper-parameter sweeps: run, ls, show, cancel"}
 	addClientFlags(cmd, cf)
 
+	var pols policyFlags
 	var spec sweep.SweepSpec
 	var sched sweep.Scheduler
 	var target float64
@@ -83,6 +84,9 @@ func newSweepCmd() *cobra.Command {
 			if spec.Run.Hyperparameters, err = parseSets(hyper); err != nil {
 				return err
 			}
+			if err := pols.apply(&spec.Run); err != nil {
+				return err
+			}
 			var ref struct {
 				ID     string   `json:"id"`
 				Trials []string `json:"trials"`
@@ -100,6 +104,7 @@ func newSweepCmd() *cobra.Command {
 	}
 	addRunSpecFlags(runCmd.Flags(), &spec.Run, &target, &hyper)
 	f := runCmd.Flags()
+	pols.add(f)
 	f.Lookup("name").Usage = "a label for the sweep (trials add their params)"
 	f.StringArrayVar(&grid, "grid", nil, "NAME=V1,V2,... values to try (repeatable; JSON values, e.g. hidden=[64,64],[128,128])")
 	f.StringVar(&spec.Search, "search", "", "grid or random (default: random with --param, else grid)")
@@ -107,7 +112,7 @@ func newSweepCmd() *cobra.Command {
 	f.IntVar(&spec.NumSamples, "samples", 0, "random search: trials to draw (times the --grid points, if any)")
 	f.Uint64Var(&spec.SearchSeed, "search-seed", 0, "random search: the sampler's seed (default: picked by the server, shown by sweep show -o json)")
 	f.StringVar(&sched.Type, "scheduler", "", "stop weak trials early: asha or median (default: none, every trial runs its budget)")
-	f.StringVar(&sched.Metric, "metric", "", "what the scheduler judges and the table ranks by (default mean_return)")
+	f.StringVar(&sched.Metric, "metric", "", "what the scheduler judges and the table ranks by: mean_return (default), episode_return_mean, episode_length_mean, or one policy's policy/NAME/recent_return_mean")
 	f.StringVar(&sched.Mode, "mode", "", "max (default) or min: which way the metric is better")
 	f.Int64Var(&sched.GracePeriod, "grace-period", 0, "iterations before a trial can be stopped; asha's first rung (default 10)")
 	f.Float64Var(&sched.ReductionFactor, "reduction-factor", 0, "asha: rung spacing; 1/this of the trials at a rung go on (default 3)")

@@ -221,7 +221,19 @@ func TestLocalRunMatchesCluster(t *testing.T) {
 	if coop, _ := last["policy/learner/action_0_rate"].(float64); coop < 0.9 || last["policy/learner/policy_loss"] == nil || last["policy/tft/policy_loss"] != nil {
 		t.Fatalf("against tit-for-tat the learner cooperates in %v of rounds (want ≥ 0.9), or the script trains: %v", last["policy/learner/action_0_rate"], last)
 	}
+	// The cooperative game (three agents, an action mask), one policy
+	// shared by all: learning starts on the cluster (a third of the way
+	// from a random policy's -45.6 to the script's -2.5 in 10 iterations;
+	// TestLearnSpread goes on to 0.9 in make learn).
+	scluster := runOnCluster(t, dev, 3*time.Minute, "--env", "LandmarkSpread-v0", "--iterations", "10", "--seed", "1", "--envs-per-worker", "24")
+	if ms := scluster.Progress.Metrics; len(ms) != 10 {
+		t.Fatalf("LandmarkSpread-v0: %s after %d iterations", scluster.Status, len(ms))
+	} else if r, ok := ms[9]["recent_return_mean"].(float64); !ok || r < -31 {
+		t.Fatalf("LandmarkSpread-v0: return %v after 10 iterations, want ≥ -31", ms[9]["recent_return_mean"])
+	}
 	for body, field := range map[string]string{
+		`{"cluster":"lab","env":"LandmarkSpread-v0"}`:                                                            "body.envs_per_worker",
+		`{"cluster":"lab","env":"LandmarkSpread-v0","envs_per_worker":6,"rollout_workers":2,"rollout_cpus":1}`:   "body.rollout_workers",
 		`{"cluster":"lab","env":"PrisonersDilemma-v0","policies":{"a":{}},"policy_mapping":{"agent_*":"ghost"}}`: "body.policy_mapping.agent_*",
 		`{"cluster":"lab","env":"PrisonersDilemma-v0","envs_per_worker":5}`:                                      "body.envs_per_worker",
 		`{"cluster":"lab","env":"CartPole-v1","policies":{"a":{}}}`:                                              "body.policies",

@@ -311,7 +311,11 @@ func (s Spec) CheckEnv(spec envs.Spec) error {
 	case s.Distributed():
 		return &FieldError{Field: "rollout_workers", Reason: fmt.Sprintf("%s is a multi-agent env: distributed rollouts are for single-agent envs", spec.Name)}
 	case s.NumEnvs()%len(spec.Agents) != 0:
-		return &FieldError{Field: "envs_per_worker", Reason: fmt.Sprintf("workers × envs_per_worker = %d slots is not a whole number of %s games of %d agents", s.NumEnvs(), spec.Name, len(spec.Agents))}
+		k := s.EnvsPerWorker + 1
+		for s.Workers*k%len(spec.Agents) != 0 {
+			k++
+		}
+		return &FieldError{Field: "envs_per_worker", Reason: fmt.Sprintf("workers × envs_per_worker = %d slots is not a whole number of %s games of %d agents (envs_per_worker %d is)", s.NumEnvs(), spec.Name, len(spec.Agents), k)}
 	}
 	return c.CheckEnv(spec, s.Knobs())
 }

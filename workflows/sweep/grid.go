@@ -231,7 +231,7 @@ func ValidateTrials(spec SweepSpec, envName string) error {
 		add(&training.FieldError{Field: "name", Reason: err.Error()})
 	}
 	if sc := spec.Scheduler; sc != nil {
-		for _, fe := range sc.check(int64(spec.Run.WithDefaults().Iterations)) {
+		for _, fe := range sc.check(int64(spec.Run.WithDefaults().Iterations), slices.Sorted(maps.Keys(spec.Run.Policies))) {
 			add(fe)
 		}
 		if !spec.Run.Shape().Learns() {

@@ -2,11 +2,13 @@ package sweep
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
 
 	"github.com/trainyard/trainyard/internal/learner"
+	"github.com/trainyard/trainyard/internal/names"
 	"github.com/trainyard/trainyard/internal/training"
 )
 
@@ -34,11 +36,30 @@ var Metrics = map[string]func(learner.Metrics) (float64, bool){
 	"episode_length_mean": func(m learner.Metrics) (float64, bool) { return m.EpisodeLengthMean, m.Episodes > 0 },
 }
 
+// policyMetrics are what a metric policy/<name>/<m> may name: one policy's
+// returns in a multi-agent run (internal/ppo multiagent.go).
+var policyMetrics = []string{"recent_return_mean", "episode_return_mean"}
+
+// MetricOf is the reader of a metric name: one of Metrics, or
+// policy/<policy>/<m> (m in policyMetrics), that policy's number from a
+// multi-agent run's metrics (ok false where an iteration lacks it).
+func MetricOf(name string) (func(learner.Metrics) (float64, bool), bool) {
+	if f, ok := Metrics[name]; ok {
+		return f, true
+	}
+	rest, ok := strings.CutPrefix(name, "policy/")
+	policy, m, ok2 := strings.Cut(rest, "/")
+	if !ok || !ok2 || names.Policy.Check(policy) != nil || !slices.Contains(policyMetrics, m) {
+		return nil, false
+	}
+	return func(ms learner.Metrics) (float64, bool) { v, ok := ms.Values[name]; return v, ok }, true
+}
+
 // Scheduler stops weak trials early, judging them by a metric their runs
 // report after every segment.
 type Scheduler struct {
 	Type            string  `json:"type" enum:"asha,median" doc:"asha: asynchronous successive halving — at each rung (grace_period × reduction_factor^k iterations) a trial continues only if it is in the top 1/reduction_factor of the trials that reached the rung before it. median: from grace_period on, a trial stops when its best value so far is worse than the median of the other trials' running means at the same iteration."`
-	Metric          string  `json:"metric,omitempty" enum:"mean_return,episode_return_mean,episode_length_mean" doc:"What trials are judged by (default mean_return: the mean return of the last 100 episodes)."`
+	Metric          string  `json:"metric,omitempty" maxLength:"200" doc:"What trials are judged by: mean_return (default: the mean return of the last 100 episodes), episode_return_mean, episode_length_mean, or in a multi-agent run one policy's policy/<name>/recent_return_mean or policy/<name>/episode_return_mean."`
 	Mode            string  `json:"mode,omitempty" enum:"max,min" doc:"max (default): higher is better; min: lower is better."`
 	GracePeriod     int64   `json:"grace_period,omitempty" minimum:"0" doc:"Iterations a trial trains before it can be stopped; asha's first rung (default 10)."`
 	ReductionFactor float64 `json:"reduction_factor,omitempty" minimum:"0" doc:"asha: the rungs' spacing and the share that goes on, 1/reduction_factor (default 3)."`
@@ -84,8 +105,9 @@ func (s Scheduler) Rungs() []int64 {
 	return out
 }
 
-// check lists what is wrong with s; runIterations is the base run's.
-func (s Scheduler) check(runIterations int64) []*training.FieldError {
+// check lists what is wrong with s; runIterations and policies are the
+// base run's (policies: its policies' names, none for the default one).
+func (s Scheduler) check(runIterations int64, policies []string) []*training.FieldError {
 	var errs []*training.FieldError
 	bad := func(field, reason string) {
 		errs = append(errs, &training.FieldError{Field: "scheduler." + field, Reason: reason})
@@ -95,13 +117,16 @@ func (s Scheduler) check(runIterations int64) []*training.FieldError {
 	default:
 		bad("type", fmt.Sprintf("%q: want asha or median", s.Type))
 	}
-	if _, ok := Metrics[s.Metric]; !ok && s.Metric != "" {
-		names := make([]string, 0, len(Metrics))
-		for k := range Metrics {
-			names = append(names, k)
+	if _, ok := MetricOf(s.Metric); !ok && s.Metric != "" {
+		have := slices.Sorted(maps.Keys(Metrics))
+		bad("metric", fmt.Sprintf("%q: want one of %s, or policy/<name>/%s", s.Metric, strings.Join(have, ", "), strings.Join(policyMetrics, "|")))
+	} else if p, ok := strings.CutPrefix(s.Metric, "policy/"); ok {
+		if len(policies) == 0 {
+			policies = []string{learner.DefaultPolicy}
 		}
-		slices.Sort(names)
-		bad("metric", fmt.Sprintf("%q: want one of %s", s.Metric, strings.Join(names, ", ")))
+		if name, _, _ := strings.Cut(p, "/"); !slices.Contains(policies, name) {
+			bad("metric", fmt.Sprintf("%q: the run has no policy %s (its policies: %s)", s.Metric, name, strings.Join(policies, ", ")))
+		}
 	}
 	if s.Mode != "" && s.Mode != "max" && s.Mode != "min" {
 		bad("mode", fmt.Sprintf("%q: want max or min", s.Mode))
@@ -160,10 +185,11 @@ type Decision struct {
 }
 
 func newStopper(s Scheduler) *stopper {
-	st := &stopper{s: s, value: Metrics[s.Metric], seen: map[int][]result{}}
-	if st.value == nil {
-		st.value = Metrics[DefaultMetric]
+	value, ok := MetricOf(s.Metric)
+	if !ok {
+		value = Metrics[DefaultMetric]
 	}
+	st := &stopper{s: s, value: value, seen: map[int][]result{}}
 	if s.Type == SchedulerASHA {
 		st.ms = s.Rungs()
 		st.rungs = make([]map[int]float64, len(st.ms))

@@ -127,22 +127,31 @@ func TestASHADecisions(t *testing.T) {
 
 func TestSchedulerCheck(t *testing.T) {
 	for _, tc := range []struct {
-		s     Scheduler
-		field string // "" is valid
+		s        Scheduler
+		field    string   // "" is valid
+		policies []string // the base run's
 	}{
-		{Scheduler{Type: "asha"}, ""},
-		{Scheduler{Type: "median", MinSamples: 2, GracePeriod: 4, Mode: "min", Metric: "episode_return_mean"}, ""},
-		{Scheduler{Type: "hyperband"}, "scheduler.type"},
-		{Scheduler{Type: "asha", Metric: "reward"}, "scheduler.metric"},
-		{Scheduler{Type: "asha", Mode: "maximize"}, "scheduler.mode"},
-		{Scheduler{Type: "asha", ReductionFactor: 1}, "scheduler.reduction_factor"},
-		{Scheduler{Type: "asha", GracePeriod: 100, MaxT: 50}, "scheduler.grace_period"},
-		{Scheduler{Type: "asha", GracePeriod: 500}, "scheduler.grace_period"}, // max_t defaults to run.iterations 500
-		{Scheduler{Type: "asha", MinSamples: 3}, "scheduler.min_samples"},
-		{Scheduler{Type: "median", ReductionFactor: 3}, "scheduler.reduction_factor"},
-		{Scheduler{Type: "median", MaxT: 30}, "scheduler.max_t"},
+		{s: Scheduler{Type: "asha"}},
+		// One policy's return in a multi-agent run: a policy it has (the
+		// default one when it names none), a return metric.
+		{s: Scheduler{Type: "asha", Metric: "policy/learner/recent_return_mean"}, policies: []string{"learner", "tft"}},
+		{s: Scheduler{Type: "asha", Metric: "policy/shared/episode_return_mean"}},
+		{s: Scheduler{Type: "asha", Metric: "policy/ghost/recent_return_mean"}, field: "scheduler.metric", policies: []string{"learner", "tft"}},
+		{s: Scheduler{Type: "asha", Metric: "policy/learner/policy_loss"}, field: "scheduler.metric", policies: []string{"learner"}},
+		{s: Scheduler{Type: "asha", Metric: "policy/../recent_return_mean"}, field: "scheduler.metric", policies: nil},
+		{s: Scheduler{Type: "asha", Metric: "policy/learner"}, field: "scheduler.metric", policies: []string{"learner"}},
+		{s: Scheduler{Type: "median", MinSamples: 2, GracePeriod: 4, Mode: "min", Metric: "episode_return_mean"}},
+		{s: Scheduler{Type: "hyperband"}, field: "scheduler.type"},
+		{s: Scheduler{Type: "asha", Metric: "reward"}, field: "scheduler.metric"},
+		{s: Scheduler{Type: "asha", Mode: "maximize"}, field: "scheduler.mode"},
+		{s: Scheduler{Type: "asha", ReductionFactor: 1}, field: "scheduler.reduction_factor"},
+		{s: Scheduler{Type: "asha", GracePeriod: 100, MaxT: 50}, field: "scheduler.grace_period"},
+		{s: Scheduler{Type: "asha", GracePeriod: 500}, field: "scheduler.grace_period"}, // max_t defaults to run.iterations 500
+		{s: Scheduler{Type: "asha", MinSamples: 3}, field: "scheduler.min_samples"},
+		{s: Scheduler{Type: "median", ReductionFactor: 3}, field: "scheduler.reduction_factor"},
+		{s: Scheduler{Type: "median", MaxT: 30}, field: "scheduler.max_t"},
 	} {
-		errs := tc.s.check(500)
+		errs := tc.s.check(500, tc.policies)
 		switch {
 		case tc.field == "" && len(errs) > 0:
 			t.Errorf("%+v: %v, want valid", tc.s, errs[0])
@@ -184,5 +193,28 @@ func TestRanking(t *testing.T) {
 				t.Errorf("ranking %v best %d, want %v best %d", p.Ranking, p.Best, tc.rank, tc.best)
 			}
 		})
+	}
+}
+
+// A sweep judged by one policy's return reads that policy's number, not
+// the run's (which averages every trained policy's agents).
+func TestPolicyMetric(t *testing.T) {
+	const name = "policy/learner/recent_return_mean"
+	ms := []learner.Metrics{
+		{Iteration: 1, RecentReturnMean: 10, RecentEpisodes: 4, Values: map[string]float64{name: 3}},
+		{Iteration: 2, RecentReturnMean: 20, RecentEpisodes: 8, Values: map[string]float64{name: 7, "policy/tft/recent_return_mean": 1}},
+		{Iteration: 3, RecentReturnMean: 30, RecentEpisodes: 8}, // no value: the last one stands
+	}
+	var tr Trial
+	tr.report(ms, name)
+	if tr.Metric != 7 || tr.MeanReturn != 30 {
+		t.Fatalf("metric %v, mean_return %v; want 7 and 30", tr.Metric, tr.MeanReturn)
+	}
+	st := newStopper(Scheduler{Type: SchedulerMedian, Metric: name}.WithDefaults(10))
+	if v, ok := st.value(ms[1]); !ok || v != 7 {
+		t.Fatalf("the stopper reads %v (%v), want 7", v, ok)
+	}
+	if _, ok := st.value(ms[2]); ok {
+		t.Fatal("the stopper reads a value an iteration does not have")
 	}
 }

@@ -215,11 +215,12 @@ func (t *Trial) report(ms []learner.Metrics, metric string) {
 // latest sets Metric from the last of ms with a value (mean_return is
 // MeanReturn's).
 func (t *Trial) latest(ms []learner.Metrics, metric string) {
-	if metric == DefaultMetric || Metrics[metric] == nil {
+	value, ok := MetricOf(metric)
+	if metric == DefaultMetric || !ok {
 		return
 	}
 	for i := len(ms) - 1; i >= 0; i-- {
-		if v, ok := Metrics[metric](ms[i]); ok {
+		if v, ok := value(ms[i]); ok {
 			t.Metric = v
 			return
 		}
