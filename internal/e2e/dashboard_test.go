@@ -49,6 +49,8 @@ func TestDashboard(t *testing.T) {
 		t.Fatalf("start loop: %d %s", code, raw)
 	}
 	run := strings.TrimSpace(cli(t, dev, "run", "train", "--cluster", "lab", "--env", "CartPole-v1", "--iterations", "6", "--seed", "3", "--detach"))
+	maRun := strings.TrimSpace(cli(t, dev, "run", "train", "--cluster", "lab", "--env", "PrisonersDilemma-v0", "--iterations", "3", "--seed", "1",
+		"--policy", "agent_0", "--policy", "agent_1", "--policy-map", "agent_0=agent_0", "--policy-map", "agent_1=agent_1", "--detach"))
 	sweep := strings.TrimSpace(cli(t, dev, "sweep", "run", "--cluster", "lab", "--env", "CartPole-v1", "--iterations", "4", "--checkpoint-every", "2",
 		"--envs-per-worker", "4", "--episode-length", "128", "--grid", "learning_rate=0.003,0.0003", "--max-concurrent", "2", "--detach"))
 	holder := submitJob(t, dev, []string{"sleep", "600"}, 1)
@@ -60,6 +62,7 @@ func TestDashboard(t *testing.T) {
 	})
 
 	waitRun(t, dev, run, 3*time.Minute, func(r runView) bool { return r.Status != "running" })
+	waitRun(t, dev, maRun, 3*time.Minute, func(r runView) bool { return r.Status != "running" })
 	sw := waitSweep(t, dev, sweep, 4*time.Minute, func(s sweepView) bool { return s.Status != "running" })
 	loop := waitLoop(t, dev, "lab/square8_2p", 6*time.Minute, func(sp api.Selfplay) bool { return sp.Status != "running" })
 	if loop.Status != "completed" || sw.Status != "completed" {
@@ -144,6 +147,12 @@ func TestDashboard(t *testing.T) {
 	if want := "<td>" + jsNum(last) + "</td>"; !strings.Contains(dom, want) {
 		t.Errorf("run page: the chart's numbers lack the last recent_return_mean %s", want)
 	}
+
+	// A multi-agent run: each policy's return on a chart of its own, each
+	// trained policy's losses.
+	dom = page("/ui/runs/"+maRun, "run-multiagent")
+	must("/ui/runs/"+maRun, dom, `data-chart="Return by policy"`, `data-points="agent_0:3,agent_1:3"`,
+		`data-points="agent_0 policy_loss:3,agent_1 policy_loss:3,agent_0 value_loss:3,agent_1 value_loss:3"`)
 
 	// The sweep: every trial's curve on one chart.
 	must("/ui/sweeps", page("/ui/sweeps", "sweeps"), `data-id="`+sweep+`"`)

@@ -268,6 +268,9 @@
     return { source: `progress.metrics of /v1/runs/${run.id}`, tags };
   }
   const curve = (c, tag) => ({ label: tag, points: c.tags[tag] || [] });
+  // policiesOf names a multi-agent run's policies: its policy/<name>/... tags.
+  const policiesOf = (c) => [...new Set(Object.keys(c.tags)
+    .map((t) => (/^policy\/([^/]+)\/recent_return_mean$/.exec(t) || [])[1]).filter(Boolean))].sort();
 
   async function runPage(id) {
     const r = await api('/v1/runs/' + enc(id));
@@ -289,9 +292,15 @@
       ]),
     ];
     if (Object.keys(c.tags).length > 0) {
+      // A multi-agent run: each policy's return, and each trained one's losses.
+      const policies = policiesOf(c);
+      const byPolicy = (metric) => policies.map((p) => ({ label: p, points: c.tags[`policy/${p}/${metric}`] || [] }));
+      const losses = policies.length === 0 ? ['policy_loss', 'value_loss', 'entropy'].map((t) => curve(c, t))
+        : ['policy_loss', 'value_loss'].flatMap((k) => byPolicy(k).map((s) => ({ ...s, label: `${s.label} ${k}` })));
       out.push(section('Learning curves', h('div', { class: 'charts' },
         chart('Return', 'iteration', ['recent_return_mean', 'episode_return_mean'].map((t) => curve(c, t))),
-        chart('Losses', 'iteration', ['policy_loss', 'value_loss', 'entropy'].map((t) => curve(c, t)))),
+        ...(policies.length > 0 ? [chart('Return by policy', 'iteration', byPolicy('recent_return_mean'))] : []),
+        chart('Losses', 'iteration', losses)),
         h('p', { class: 'note', 'data-source': c.source.startsWith('/') ? 'scalars' : 'metrics' }, 'From ', h('code', {}, c.source), '.')));
     }
     if (p.output || r.live_output) out.push(section('Output', h('pre', {}, p.output || r.live_output)));
