@@ -28,6 +28,7 @@ import (
 	"github.com/trainyard/trainyard/internal/scalars"
 	"github.com/trainyard/trainyard/internal/training"
 	"github.com/trainyard/trainyard/internal/workspec"
+	"github.com/trainyard/trainyard/sdk/go/envs"
 	"github.com/trainyard/trainyard/workflows/cluster"
 	"github.com/trainyard/trainyard/workflows/train"
 )
@@ -335,6 +336,9 @@ func (s *Server) submitRun(ctx context.Context, in *submitRunInput) (*runRefOutp
 		if err := spec.CheckEnv(env.Metadata.Spec()); err != nil {
 			return nil, fieldErrors("invalid run spec", err)
 		}
+		if err := s.pinImports(ctx, &spec, env.Metadata.Spec(), ""); err != nil {
+			return nil, err
+		}
 	}
 	var reward string
 	if spec.Reward != "" {
@@ -523,6 +527,21 @@ func RunLogLines(r Run) []string {
 
 // fieldErrors turns a spec's joined *training.FieldError values into one 422
 // naming each field.
+// pinImports pins the checkpoints a run's policies are frozen from
+// (training.Spec.PinImports); prefix is the run spec's place in the body.
+func (s *Server) pinImports(ctx context.Context, spec *training.Spec, env envs.Spec, prefix string) error {
+	err := spec.PinImports(ctx, s.checkpoints(), env)
+	var fe *training.FieldError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &fe):
+		return fieldErrors("invalid run spec", &training.FieldError{Field: prefix + fe.Field, Reason: fe.Reason})
+	default:
+		return huma.Error503ServiceUnavailable("read the checkpoints the run's policies are frozen from: "+err.Error(), err)
+	}
+}
+
 func fieldErrors(title string, err error) error {
 	var details []error
 	for _, e := range unwrapAll(err) {

@@ -140,6 +140,11 @@ func (s *Server) submitSweep(ctx context.Context, in *submitSweepInput) (*sweepR
 	if err := sweep.ValidateTrials(spec, env.Metadata.Name); err != nil {
 		return nil, fieldErrors("invalid sweep", err)
 	}
+	if spec.Run.Shape().Learns() {
+		if err := s.pinImports(ctx, &spec.Run, env.Metadata.Spec(), "run."); err != nil {
+			return nil, err
+		}
+	}
 	id := sweep.IDPrefix + uuid.NewString()
 	params := sweep.Trials(spec)
 	out := &sweepRefOutput{}

@@ -598,7 +598,7 @@ func pluginRef(ctx context.Context, c *apiclient.Client, ref string) (string, er
 type policyFlags struct{ policies, mapping, train []string }
 
 func (p *policyFlags) add(f *pflag.FlagSet) {
-	f.StringArrayVar(&p.policies, "policy", nil, "multi-agent envs: a policy NAME (a network) or NAME=SCRIPT (a fixed one: tit_for_tat, always_cooperate, always_defect); repeatable")
+	f.StringArrayVar(&p.policies, "policy", nil, "multi-agent envs: a policy NAME (a network), NAME=SCRIPT (a fixed one: tit_for_tat, always_cooperate, always_defect, nearest_landmark) or NAME=checkpoint:RUN_ID[@SEQ][:POLICY] (a network frozen from an earlier run); repeatable")
 	f.StringArrayVar(&p.mapping, "policy-map", nil, "multi-agent envs: AGENT=POLICY, AGENT a name or a pattern (agent_*); repeatable")
 	f.StringArrayVar(&p.train, "train-policy", nil, "multi-agent envs: a policy that learns (repeatable; default: every policy that is not a script)")
 }
@@ -611,6 +611,10 @@ func (p *policyFlags) apply(spec *training.Spec) error {
 		}
 		if spec.Policies == nil {
 			spec.Policies = map[string]learner.Policy{}
+		}
+		if ref, ok := strings.CutPrefix(script, "checkpoint:"); ok {
+			spec.Policies[name] = learner.Policy{Checkpoint: ref}
+			continue
 		}
 		spec.Policies[name] = learner.Policy{Script: script}
 	}

@@ -56,6 +56,10 @@ type Knobs struct {
 	// MultiAgent is a multi-agent run's policies and mapping (nil: one
 	// policy shared by every agent of a multi-agent env).
 	MultiAgent *MultiAgent
+	// Imports are the learner checkpoints (FileLearner) of the earlier
+	// runs a multi-agent run's policies are frozen from (Policy.Checkpoint),
+	// by policy: the platform reads them before New.
+	Imports map[string][]byte `json:"-"`
 }
 
 // Factory makes and restores one algorithm's learner. It is registered
@@ -87,6 +91,14 @@ type SpaceChecker interface {
 // multi-agent env.
 type EnvChecker interface {
 	CheckEnv(spec envs.Spec, k Knobs) error
+}
+
+// Importer is what a Factory implements to take a multi-agent run's
+// policies frozen from earlier runs' checkpoints (Policy.Checkpoint):
+// submission asks it whether data, an earlier run's learner checkpoint,
+// holds a policy (want; "" the default) that self can be on env.
+type Importer interface {
+	CheckImport(data []byte, env envs.Spec, self, want string) error
 }
 
 // EvalResult summarises deterministic evaluation episodes.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/trainyard/trainyard/internal/names"
@@ -22,15 +23,65 @@ type MultiAgent struct {
 	// with one policy: every agent to it.
 	Mapping map[string]string `json:"policy_mapping,omitempty"`
 	// Train names the policies that learn; the others stay frozen.
-	// Default: every policy that is not a script.
+	// Default: every policy that is not a script or a checkpoint.
 	Train []string `json:"policies_to_train,omitempty"`
 }
 
 // Policy is one policy of a multi-agent run: a network of the algorithm
-// with its own hyper-parameters (over the run's), or a fixed script.
+// with its own hyper-parameters (over the run's), a fixed script, or a
+// network frozen from an earlier run's checkpoint.
 type Policy struct {
 	Hyperparameters map[string]any `json:"hyperparameters,omitempty" doc:"Overrides of the run's hyper-parameters for this policy's network (num_steps is the run's for every policy)."`
 	Script          string         `json:"script,omitempty" doc:"A fixed policy instead of a network (GET /v1/algorithms lists the scripts; tit_for_tat for PrisonersDilemma-v0). A script never trains."`
+	Checkpoint      string         `json:"checkpoint,omitempty" maxLength:"200" doc:"A network frozen from an earlier run of the same env: RUN_ID or RUN_ID@SEQ (submission pins the run's latest checkpoint), then :POLICY for one of that run's policies (default: the one of this policy's name, else its only trained one). It never trains."`
+}
+
+// Imported reports whether the policy's network comes from an earlier
+// run's checkpoint.
+func (p Policy) Imported() bool { return p.Checkpoint != "" }
+
+// CheckpointRef is a parsed Policy.Checkpoint.
+type CheckpointRef struct {
+	Run string
+	// Seq is the checkpoint; 0 until submission pins one.
+	Seq    int64
+	Policy string // "": the default (see Policy.Checkpoint)
+}
+
+// ParseCheckpointRef parses RUN_ID[@SEQ][:POLICY].
+func ParseCheckpointRef(s string) (CheckpointRef, error) {
+	var r CheckpointRef
+	rest, pol, hasPol := strings.Cut(s, ":")
+	run, seq, hasSeq := strings.Cut(rest, "@")
+	r.Run, r.Policy = run, pol
+	if run == "" || strings.ContainsAny(run, "/ ") || len(run) > 128 {
+		return r, fmt.Errorf("%q: want RUN_ID[@SEQ][:POLICY]", s)
+	}
+	if hasSeq {
+		n, err := strconv.ParseInt(seq, 10, 64)
+		if err != nil || n < 1 {
+			return r, fmt.Errorf("%q: the checkpoint after @ is a number ≥ 1", s)
+		}
+		r.Seq = n
+	}
+	if hasPol {
+		if err := names.Policy.Check(pol); err != nil {
+			return r, fmt.Errorf("%q: policy: %v", s, err)
+		}
+	}
+	return r, nil
+}
+
+// String is the ref in Policy.Checkpoint's form.
+func (r CheckpointRef) String() string {
+	s := r.Run
+	if r.Seq > 0 {
+		s += "@" + strconv.FormatInt(r.Seq, 10)
+	}
+	if r.Policy != "" {
+		s += ":" + r.Policy
+	}
+	return s
 }
 
 // DefaultPolicy is the policy a multi-agent run without policies has.
@@ -74,8 +125,18 @@ func (m *MultiAgent) Resolve(agents []string) (Resolved, error) {
 			return r, &FieldError{Field: "policies", Reason: err.Error()}
 		}
 		p := ma.Policies[n]
-		if p.Script != "" && len(p.Hyperparameters) > 0 {
+		switch {
+		case p.Script != "" && len(p.Hyperparameters) > 0:
 			return r, &FieldError{Field: "policies." + n, Reason: "a script has no hyper-parameters"}
+		case p.Imported() && p.Script != "":
+			return r, &FieldError{Field: "policies." + n, Reason: "a policy is a script or a checkpoint, not both"}
+		case p.Imported() && len(p.Hyperparameters) > 0:
+			return r, &FieldError{Field: "policies." + n, Reason: "a checkpoint's network keeps its own hyper-parameters"}
+		}
+		if p.Imported() {
+			if _, err := ParseCheckpointRef(p.Checkpoint); err != nil {
+				return r, &FieldError{Field: "policies." + n + ".checkpoint", Reason: err.Error()}
+			}
 		}
 		r.Policy = append(r.Policy, p)
 	}
@@ -111,7 +172,7 @@ func (m *MultiAgent) Resolve(agents []string) (Resolved, error) {
 	r.Train = make([]bool, len(r.Names))
 	if ma.Train == nil {
 		for i, p := range r.Policy {
-			r.Train[i] = p.Script == ""
+			r.Train[i] = p.Script == "" && !p.Imported()
 		}
 	}
 	for _, n := range ma.Train {
@@ -121,6 +182,8 @@ func (m *MultiAgent) Resolve(agents []string) (Resolved, error) {
 			return r, &FieldError{Field: "policies_to_train", Reason: fmt.Sprintf("policy %q is not in policies (%s)", n, strings.Join(r.Names, ", "))}
 		case r.Policy[i].Script != "":
 			return r, &FieldError{Field: "policies_to_train", Reason: fmt.Sprintf("policy %q is the script %s, which cannot train", n, r.Policy[i].Script)}
+		case r.Policy[i].Imported():
+			return r, &FieldError{Field: "policies_to_train", Reason: fmt.Sprintf("policy %q is frozen from checkpoint %s", n, r.Policy[i].Checkpoint)}
 		}
 		r.Train[i] = true
 	}

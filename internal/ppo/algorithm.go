@@ -56,7 +56,7 @@ func (f Factory) New(env learner.Env, k learner.Knobs) (learner.Learner, error) 
 		if err != nil {
 			return nil, err
 		}
-		m, err := newMultiLearner(env.Train, res, cfgs, k.Seed)
+		m, err := newMultiLearner(env.Train, res, cfgs, k.Seed, k.Imports)
 		if err != nil {
 			return nil, err
 		}

@@ -65,6 +65,7 @@ type Learner struct {
 	nEnv, od, ad int
 	discrete     bool
 	masked       bool      // the env's observations end in an action mask
+	frozen       bool      // a multi-agent run's untrained policy: its statistics stay too
 	nAct         int       // network action width: N logits or the Box dim
 	actLow       []float32 // Box bounds for clipping
 	actHigh      []float32
@@ -326,7 +327,7 @@ func (l *Learner) collect(ctx context.Context, m *Metrics) error {
 func (l *Learner) actStep(t int) {
 	n, od, ad := l.nEnv, l.od, l.ad
 	w := l.workers[0]
-	if l.cfg.NormalizeObs {
+	if l.cfg.NormalizeObs && !l.frozen {
 		l.obsRMS.update(l.obs, n, l.scratch)
 		if l.track != nil {
 			l.track.obs.update(l.obs, n, l.scratch)

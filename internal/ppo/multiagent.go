@@ -122,6 +122,7 @@ func newMulti(env envs.VecEnv, res learner.Resolved, cfgs []*Config, seed uint64
 			if err := build(p, slotView{spec: view, n: len(p.slots)}, c); err != nil {
 				return nil, fmt.Errorf("ppo: policy %s: %w", name, err)
 			}
+			p.l.frozen = !p.train
 		}
 		if spec.Action.Kind == envs.Discrete {
 			p.count = make([]int64, spec.Action.N)

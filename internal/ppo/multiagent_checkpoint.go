@@ -179,9 +179,23 @@ func restoreMulti(data []byte, env envs.VecEnv) (*multi, error) {
 }
 
 // newMultiLearner is a fresh multi-agent learner on env: res's policies,
-// each learned one from its config (cfgs) and its own seed.
-func newMultiLearner(env envs.VecEnv, res learner.Resolved, cfgs []*Config, seed uint64) (*multi, error) {
+// each learned one from its config (cfgs) and its own seed, each imported
+// one from the checkpoint imports holds for it.
+func newMultiLearner(env envs.VecEnv, res learner.Resolved, cfgs []*Config, seed uint64, imports map[string][]byte) (*multi, error) {
 	m, err := newMulti(env, res, cfgs, seed, func(pol *maPolicy, view envs.VecEnv, c Config) error {
+		i, _ := slices.BinarySearch(res.Names, pol.name)
+		if spec := res.Policy[i]; spec.Imported() {
+			ref, err := learner.ParseCheckpointRef(spec.Checkpoint)
+			if err != nil {
+				return err
+			}
+			data, ok := imports[pol.name]
+			if !ok {
+				return fmt.Errorf("ppo: policy %s: checkpoint %s was not read", pol.name, spec.Checkpoint)
+			}
+			pol.l, err = importPolicy(data, ref.Policy, pol.name, view, c)
+			return err
+		}
 		l, err := New(view, c)
 		pol.l = l
 		return err
@@ -193,4 +207,99 @@ func newMultiLearner(env envs.VecEnv, res learner.Resolved, cfgs []*Config, seed
 		return nil, err
 	}
 	return m, nil
+}
+
+// importPolicy is a policy of another run's multi-agent checkpoint (data)
+// as a frozen learner on view: its network and observation statistics,
+// fresh per-env state, stepping this run's cfg.NumSteps with cfg's seed.
+// want names the policy in the checkpoint; "" is self's name if the
+// checkpoint has a learned policy of that name, else its only trained one.
+func importPolicy(data []byte, want, self string, view envs.VecEnv, cfg Config) (*Learner, error) {
+	old, err := importedLearner(data, want, self, view.Spec())
+	if err != nil {
+		return nil, err
+	}
+	c := old.cfg
+	c.NumSteps, c.Seed, c.Workers = cfg.NumSteps, cfg.Seed, cfg.Workers
+	l, err := New(view, c)
+	if err != nil {
+		return nil, fmt.Errorf("ppo: import policy %s: %w", self, err)
+	}
+	copy(l.params, old.params)
+	l.obsRMS, l.retRMS = old.obsRMS, old.retRMS
+	return l, nil
+}
+
+// CheckImport reports whether data, an earlier run's checkpoint, holds a
+// learned policy (want; "" the default, see importPolicy) that policy self
+// of a run on env can be (learner.Importer).
+func (Factory) CheckImport(data []byte, env envs.Spec, self, want string) error {
+	view := env
+	view.Agents = nil
+	_, err := importedLearner(data, want, self, view)
+	return err
+}
+
+// importedLearner restores the chosen policy of a multi-agent checkpoint
+// on a view of its own slots (spec: a policy's view of the env).
+func importedLearner(data []byte, want, self string, spec envs.Spec) (*Learner, error) {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("ppo: import policy %s: %w: %s", self, ErrCheckpoint, fmt.Sprintf(format, a...))
+	}
+	hdr, body, err := learner.Unseal(data, multiMagic, multiVersion, "multi-agent PPO")
+	if err != nil {
+		return nil, fmt.Errorf("ppo: import policy %s: %w", self, err)
+	}
+	var h multiHeader
+	if err := json.Unmarshal(hdr, &h); err != nil {
+		return nil, bad("header: %v", err)
+	}
+	if h.Env != spec.Name || len(h.Agents) == 0 || h.Slots%len(h.Agents) != 0 || len(h.Specs) != len(h.Policies) || len(h.Agent) != len(h.Agents) || len(h.Train) != len(h.Policies) {
+		return nil, bad("it is a checkpoint of %s, not %s", h.Env, spec.Name)
+	}
+	var learned, trained []string
+	for i, n := range h.Policies {
+		if h.Specs[i].Script == "" {
+			learned = append(learned, n)
+			if h.Train[i] {
+				trained = append(trained, n)
+			}
+		}
+	}
+	switch {
+	case want != "":
+	case slices.Contains(learned, self):
+		want = self
+	case len(trained) == 1:
+		want = trained[0]
+	default:
+		return nil, bad("name one of its policies (%v)", learned)
+	}
+	p := body
+	for i, n := range h.Policies {
+		if h.Specs[i].Script != "" {
+			continue
+		}
+		if len(p) < 8 || binary.LittleEndian.Uint64(p) > uint64(len(p)-8) {
+			return nil, bad("policy %s's weights are cut short", n)
+		}
+		size := binary.LittleEndian.Uint64(p)
+		sub := p[8 : 8+size]
+		p = p[8+size:]
+		if n != want {
+			continue
+		}
+		agents := 0
+		for _, a := range h.Agent {
+			if a == i {
+				agents++
+			}
+		}
+		old, err := Restore(bytes.NewReader(sub), slotView{spec: spec, n: h.Slots / len(h.Agents) * agents})
+		if err != nil {
+			return nil, fmt.Errorf("ppo: import policy %s from %s: %w", self, want, err)
+		}
+		return old, nil
+	}
+	return nil, bad("it has no learned policy %s (it has %v)", want, learned)
 }

@@ -361,7 +361,11 @@ func (r *Runner) open(ctx context.Context, in SegmentInput, spec Spec, m checkpo
 		if in.FromCheckpoint > 0 {
 			return fail(fmt.Errorf("run %s: checkpoint %d was reported but none is in the bucket: %w", in.RunID, in.FromCheckpoint, ErrFatal))
 		}
-		if s.learner, err = f.New(env, spec.Knobs()); err != nil {
+		k := spec.Knobs()
+		if k.Imports, err = r.imports(ctx, spec); err != nil {
+			return fail(fmt.Errorf("run %s: %w", in.RunID, err))
+		}
+		if s.learner, err = f.New(env, k); err != nil {
 			return fail(fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err))
 		}
 		return s, res, nil
@@ -442,6 +446,11 @@ func (r *Runner) loadWith(ctx context.Context, sha string, o pluginhost.LoadOpti
 // readFiles restores the named files of a checkpoint (checksums verified)
 // and returns their bytes; a file the checkpoint lacks is absent.
 func (r *Runner) readFiles(ctx context.Context, m checkpoint.Manifest, names ...string) (map[string][]byte, error) {
+	return readFiles(ctx, r.Checkpoints, m, names...)
+}
+
+// readFiles reads the files names of checkpoint m from store.
+func readFiles(ctx context.Context, store *checkpoint.Store, m checkpoint.Manifest, names ...string) (map[string][]byte, error) {
 	dir, err := os.MkdirTemp("", "trainyard-restore-")
 	if err != nil {
 		return nil, err
@@ -458,7 +467,7 @@ func (r *Runner) readFiles(ctx context.Context, m checkpoint.Manifest, names ...
 			sub.Files = append(sub.Files, f)
 		}
 	}
-	if err := r.Checkpoints.RestoreManifest(ctx, sub, dir); err != nil {
+	if err := store.RestoreManifest(ctx, sub, dir); err != nil {
 		if errors.Is(err, checkpoint.ErrChecksum) || errors.Is(err, checkpoint.ErrMissingChunk) {
 			return nil, fmt.Errorf("%w: %w", ErrFatal, err)
 		}

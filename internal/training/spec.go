@@ -77,7 +77,7 @@ type Spec struct {
 	// run's (learner.MultiAgent; docs/training.md "Multi-agent runs").
 	Policies        map[string]learner.Policy `json:"policies,omitempty" doc:"Multi-agent envs: the run's policies by name, each a network with its own hyper-parameters over the run's, or a fixed script (tit_for_tat). Default: one policy, shared, for every agent."`
 	PolicyMapping   map[string]string         `json:"policy_mapping,omitempty" doc:"Multi-agent envs: agent name or pattern (agent_*) → policy; an agent's own name wins over patterns, a more literal pattern over a less literal one. Required with more than one policy."`
-	PoliciesToTrain []string                  `json:"policies_to_train,omitempty" maxItems:"64" doc:"Multi-agent envs: the policies that learn; the others stay frozen. Default: every policy that is not a script."`
+	PoliciesToTrain []string                  `json:"policies_to_train,omitempty" maxItems:"64" doc:"Multi-agent envs: the policies that learn; the others stay frozen. Default: every policy that is not a script or a checkpoint."`
 	Iterations      int                       `json:"iterations,omitempty" minimum:"0" doc:"Stop after this many iterations (default 500)."`
 	TargetReturn    *float64                  `json:"target_return,omitempty" doc:"Stop as soon as the mean return of the last 100 episodes reaches this."`
 	CheckpointEvery int                       `json:"checkpoint_every,omitempty" minimum:"0" doc:"Iterations between checkpoints (default 10)."`
