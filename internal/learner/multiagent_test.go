@@ -28,7 +28,15 @@ func TestResolveMapsAgentsToPolicies(t *testing.T) {
 			Policies: map[string]Policy{"l": {}, "t": {Script: "tit_for_tat"}},
 			Mapping:  map[string]string{"agent_0": "t", "*": "l"},
 		}, want: []string{"t", "l", "l"}, train: []string{"l"}},
-		"frozen network":          {ma: &MultiAgent{Policies: map[string]Policy{"l": {}, "f": {}}, Mapping: map[string]string{"agent_0": "f", "*": "l"}, Train: []string{"l"}}, want: []string{"f", "l", "l"}, train: []string{"l"}},
+		"frozen network": {ma: &MultiAgent{Policies: map[string]Policy{"l": {}, "f": {}}, Mapping: map[string]string{"agent_0": "f", "*": "l"}, Train: []string{"l"}}, want: []string{"f", "l", "l"}, train: []string{"l"}},
+		"checkpoint is frozen": {ma: &MultiAgent{
+			Policies: map[string]Policy{"l": {}, "c": {Checkpoint: "run-1@2:learner"}},
+			Mapping:  map[string]string{"agent_0": "c", "*": "l"},
+		}, want: []string{"c", "l", "l"}, train: []string{"l"}},
+		"train a checkpoint":      {ma: &MultiAgent{Policies: map[string]Policy{"l": {}, "c": {Checkpoint: "run-1"}}, Mapping: map[string]string{"agent_0": "c", "*": "l"}, Train: []string{"c"}}, fieldE: "policies_to_train"},
+		"checkpoint and script":   {ma: &MultiAgent{Policies: map[string]Policy{"l": {}, "c": {Checkpoint: "run-1", Script: "x"}}, Mapping: map[string]string{"agent_0": "c", "*": "l"}}, fieldE: "policies.c"},
+		"checkpoint with hps":     {ma: &MultiAgent{Policies: map[string]Policy{"l": {}, "c": {Checkpoint: "run-1", Hyperparameters: map[string]any{"gamma": 0.9}}}, Mapping: map[string]string{"agent_0": "c", "*": "l"}}, fieldE: "policies.c"},
+		"bad checkpoint":          {ma: &MultiAgent{Policies: map[string]Policy{"l": {}, "c": {Checkpoint: "run-1@x"}}, Mapping: map[string]string{"agent_0": "c", "*": "l"}}, fieldE: "policies.c.checkpoint"},
 		"mapping required":        {ma: &MultiAgent{Policies: map[string]Policy{"a": {}, "b": {}}}, fieldE: "policy_mapping"},
 		"unknown policy":          {ma: &MultiAgent{Mapping: map[string]string{"*": "nope"}}, fieldE: "policy_mapping.*"},
 		"unmapped agent":          {ma: &MultiAgent{Policies: map[string]Policy{"a": {}}, Mapping: map[string]string{"agent_0": "a"}}, fieldE: "policy_mapping"},
@@ -82,4 +90,23 @@ func TestResolveSingleAgent(t *testing.T) {
 	if _, err := (*MultiAgent)(nil).Resolve(nil); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func FuzzParseCheckpointRef(f *testing.F) {
+	for _, s := range []string{"run-1", "run-1@3", "run-1@3:learner", "run-1:learner", "@3", "run-1@0", "run 1", "a/b", "run-1@3:a/b", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseCheckpointRef(s)
+		if err != nil {
+			return
+		}
+		if r.Run == "" || r.Seq < 0 {
+			t.Fatalf("%q parsed as %+v", s, r)
+		}
+		back, err := ParseCheckpointRef(r.String())
+		if err != nil || back != r {
+			t.Fatalf("%q → %+v → %q → %+v, %v", s, r, r.String(), back, err)
+		}
+	})
 }
