@@ -526,18 +526,20 @@ func (r *Runner) save(ctx context.Context, in SegmentInput, spec Spec, l learner
 	return m.Seq, nil
 }
 
-// evaluate runs the final policy deterministically on fresh envs.
+// evaluate runs the final policy deterministically on fresh envs: 10
+// episodes, or a multi-agent env's 100 games on 10 at a time (an
+// episode per agent each; a shared reward's score needs more than a few).
 func (r *Runner) evaluate(ctx context.Context, s *session, spec Spec) (learner.EvalResult, error) {
-	n := min(spec.NumEnvs(), 10)
+	n, episodes := min(spec.NumEnvs(), 10), 10
 	if a := len(s.mods[0].Metadata().Agents); a > 0 {
-		n = max(n/a, 1) * a // a multi-agent env's slots are whole games
+		n, episodes = 10*a, 100*a
 	}
 	env, err := s.openEnv(ctx, n, spec.Seed^0xE7A1)
 	if err != nil {
 		return learner.EvalResult{}, fmt.Errorf("evaluate: %w", err)
 	}
 	defer env.Close()
-	return s.learner.Evaluate(ctx, env, spec.Seed^0xE7A1, 10)
+	return s.learner.Evaluate(ctx, env, spec.Seed^0xE7A1, episodes)
 }
 
 // classify marks plugin failures (trap, timeout, out of memory) fatal:
