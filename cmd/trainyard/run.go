@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -595,12 +596,13 @@ func pluginRef(ctx context.Context, c *apiclient.Client, ref string) (string, er
 // are JSON when they parse as JSON, comma lists become arrays of numbers.
 // policyFlags are a multi-agent run's policies, mapping and
 // policies_to_train as flags (docs/training.md "Multi-agent runs").
-type policyFlags struct{ policies, mapping, train []string }
+type policyFlags struct{ policies, mapping, train, sets []string }
 
 func (p *policyFlags) add(f *pflag.FlagSet) {
 	f.StringArrayVar(&p.policies, "policy", nil, "multi-agent envs: a policy NAME (a network), NAME=SCRIPT (a fixed one: tit_for_tat, always_cooperate, always_defect, nearest_landmark) or NAME=checkpoint:RUN_ID[@SEQ][:POLICY] (a network frozen from an earlier run); repeatable")
 	f.StringArrayVar(&p.mapping, "policy-map", nil, "multi-agent envs: AGENT=POLICY, AGENT a name or a pattern (agent_*); repeatable")
-	f.StringArrayVar(&p.train, "train-policy", nil, "multi-agent envs: a policy that learns (repeatable; default: every policy that is not a script)")
+	f.StringArrayVar(&p.train, "train-policy", nil, "multi-agent envs: a policy that learns (repeatable; default: every policy that is not a script or a checkpoint)")
+	f.StringArrayVar(&p.sets, "policy-set", nil, "multi-agent envs: POLICY:NAME=VALUE, a hyper-parameter of one policy's network over the run's --set (repeatable)")
 }
 
 func (p *policyFlags) apply(spec *training.Spec) error {
@@ -630,6 +632,25 @@ func (p *policyFlags) apply(spec *training.Spec) error {
 	}
 	if len(p.train) > 0 {
 		spec.PoliciesToTrain = p.train
+	}
+	for _, s := range p.sets {
+		name, set, ok := strings.Cut(s, ":")
+		pol, have := spec.Policies[name]
+		switch {
+		case !ok || name == "":
+			return fmt.Errorf("--policy-set %q: want POLICY:NAME=VALUE", s)
+		case !have:
+			return fmt.Errorf("--policy-set %q: no --policy %s", s, name)
+		}
+		hp, err := parseSets([]string{set})
+		if err != nil {
+			return fmt.Errorf("--policy-set %s: %w", name, err)
+		}
+		if pol.Hyperparameters == nil {
+			pol.Hyperparameters = map[string]any{}
+		}
+		maps.Copy(pol.Hyperparameters, hp)
+		spec.Policies[name] = pol
 	}
 	return nil
 }
