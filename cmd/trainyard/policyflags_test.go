@@ -16,7 +16,7 @@ func TestPolicyFlags(t *testing.T) {
 		err  string
 	}{
 		"network, script, checkpoint": {
-			p: policyFlags{policies: []string{"a", "t=tit_for_tat", "c=checkpoint:run-1@2:learner"}},
+			p:    policyFlags{policies: []string{"a", "t=tit_for_tat", "c=checkpoint:run-1@2:learner"}},
 			want: map[string]learner.Policy{"a": {}, "t": {Script: "tit_for_tat"}, "c": {Checkpoint: "run-1@2:learner"}},
 		},
 		"one policy's hyper-parameters": {
