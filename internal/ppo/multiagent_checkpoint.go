@@ -112,28 +112,19 @@ func restoreMulti(data []byte, env envs.VecEnv) (*multi, error) {
 		}
 	}
 	res := learner.Resolved{Names: h.Policies, Agent: h.Agent, Policy: h.Specs, Train: h.Train}
-	p := body
-	scripts := h.Scripts
-	m, err := newMulti(env, res, make([]*Config, len(h.Policies)), h.Seed, func(pol *maPolicy, view envs.VecEnv, _ Config) error {
-		if len(p) < 8 {
-			return bad("policy %s's weights are missing", pol.name)
-		}
-		n := binary.LittleEndian.Uint64(p)
-		if n > uint64(len(p)-8) {
-			return bad("policy %s's checkpoint needs %d bytes, %d left", pol.name, n, len(p)-8)
-		}
-		l, err := Restore(bytes.NewReader(p[8:8+n]), view)
-		if err != nil {
-			return err
-		}
-		pol.l, p = l, p[8+n:]
-		return nil
-	})
+	subs, err := policyPayloads(h, body)
 	if err != nil {
 		return nil, fmt.Errorf("ppo: restore: %w", err)
 	}
-	if len(p) != 0 {
-		return nil, bad("%d bytes after the last policy", len(p))
+	scripts := h.Scripts
+	m, err := newMulti(env, res, make([]*Config, len(h.Policies)), h.Seed, func(pol *maPolicy, view envs.VecEnv, _ Config) error {
+		i, _ := slices.BinarySearch(h.Policies, pol.name)
+		l, err := Restore(bytes.NewReader(subs[i]), view)
+		pol.l = l
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ppo: restore: %w", err)
 	}
 	for _, pol := range m.pols {
 		if pol.l != nil {
@@ -275,18 +266,12 @@ func importedLearner(data []byte, want, self string, spec envs.Spec) (*Learner, 
 	default:
 		return nil, bad("name one of its policies (%v)", learned)
 	}
-	p := body
+	subs, err := policyPayloads(h, body)
+	if err != nil {
+		return nil, fmt.Errorf("ppo: import policy %s: %w", self, err)
+	}
 	for i, n := range h.Policies {
-		if h.Specs[i].Script != "" {
-			continue
-		}
-		if len(p) < 8 || binary.LittleEndian.Uint64(p) > uint64(len(p)-8) {
-			return nil, bad("policy %s's weights are cut short", n)
-		}
-		size := binary.LittleEndian.Uint64(p)
-		sub := p[8 : 8+size]
-		p = p[8+size:]
-		if n != want {
+		if h.Specs[i].Script != "" || n != want {
 			continue
 		}
 		agents := 0
@@ -295,11 +280,35 @@ func importedLearner(data []byte, want, self string, spec envs.Spec) (*Learner, 
 				agents++
 			}
 		}
-		old, err := Restore(bytes.NewReader(sub), slotView{spec: spec, n: h.Slots / len(h.Agents) * agents})
+		old, err := Restore(bytes.NewReader(subs[i]), slotView{spec: spec, n: h.Slots / len(h.Agents) * agents})
 		if err != nil {
 			return nil, fmt.Errorf("ppo: import policy %s from %s: %w", self, want, err)
 		}
 		return old, nil
 	}
 	return nil, bad("it has no learned policy %s (it has %v)", want, learned)
+}
+
+// policyPayloads splits a multi-agent checkpoint's payload into each
+// learned policy's PPO checkpoint, by policy index (nil for a script).
+func policyPayloads(h multiHeader, body []byte) ([][]byte, error) {
+	subs := make([][]byte, len(h.Policies))
+	p := body
+	for i, n := range h.Policies {
+		if h.Specs[i].Script != "" {
+			continue
+		}
+		if len(p) < 8 {
+			return nil, fmt.Errorf("%w: policy %s's weights are missing", ErrCheckpoint, n)
+		}
+		size := binary.LittleEndian.Uint64(p)
+		if size > uint64(len(p)-8) {
+			return nil, fmt.Errorf("%w: policy %s's checkpoint needs %d bytes, %d left", ErrCheckpoint, n, size, len(p)-8)
+		}
+		subs[i], p = p[8:8+size], p[8+size:]
+	}
+	if len(p) != 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the last policy", ErrCheckpoint, len(p))
+	}
+	return subs, nil
 }

@@ -42,30 +42,41 @@ func (s *Spec) PinImports(ctx context.Context, store *checkpoint.Store, env envs
 		if err != nil {
 			return &FieldError{Field: field, Reason: err.Error()}
 		}
-		var m checkpoint.Manifest
-		if ref.Seq == 0 {
-			m, err = store.Latest(ctx, ref.Run)
-		} else {
-			m, err = store.Get(ctx, ref.Run, ref.Seq)
-		}
+		seq, data, err := readImport(ctx, store, ref)
 		if errors.Is(err, checkpoint.ErrNotFound) {
 			return &FieldError{Field: field, Reason: fmt.Sprintf("run %s has no checkpoint %s", ref.Run, seqName(ref.Seq))}
 		} else if err != nil {
-			return fmt.Errorf("policy %s: checkpoint %s: %w", n, p.Checkpoint, err)
+			return fmt.Errorf("policy %s: %w", n, err)
 		}
-		files, err := readFiles(ctx, store, m, FileLearner)
-		if err != nil {
-			return fmt.Errorf("policy %s: checkpoint %s: %w", n, p.Checkpoint, err)
-		}
-		if err := imp.CheckImport(files[FileLearner], env, n, ref.Policy); err != nil {
+		if err := imp.CheckImport(data, env, n, ref.Policy); err != nil {
 			return &FieldError{Field: field, Reason: err.Error()}
 		}
-		ref.Seq = m.Seq
+		ref.Seq = seq
 		p.Checkpoint = ref.String()
 		pols[n] = p
 	}
 	s.Policies = pols
 	return nil
+}
+
+// readImport reads the learner checkpoint ref names (its run's latest when
+// ref.Seq is 0) and returns its seq.
+func readImport(ctx context.Context, store *checkpoint.Store, ref learner.CheckpointRef) (int64, []byte, error) {
+	var m checkpoint.Manifest
+	var err error
+	if ref.Seq == 0 {
+		m, err = store.Latest(ctx, ref.Run)
+	} else {
+		m, err = store.Get(ctx, ref.Run, ref.Seq)
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("checkpoint %s: %w", ref, err)
+	}
+	files, err := readFiles(ctx, store, m, FileLearner)
+	if err != nil {
+		return 0, nil, fmt.Errorf("checkpoint %s: %w", ref, err)
+	}
+	return m.Seq, files[FileLearner], nil
 }
 
 func seqName(seq int64) string {
@@ -102,17 +113,13 @@ func (r *Runner) imports(ctx context.Context, spec Spec) (map[string][]byte, err
 		if err != nil || ref.Seq == 0 {
 			return nil, fmt.Errorf("policy %s: %w: checkpoint %q is not pinned", n, ErrFatal, spec.Policies[n].Checkpoint)
 		}
-		m, err := r.Checkpoints.Get(ctx, ref.Run, ref.Seq)
+		_, data, err := readImport(ctx, r.Checkpoints, ref)
 		if errors.Is(err, checkpoint.ErrNotFound) {
-			return nil, fmt.Errorf("policy %s: checkpoint %s: %w: %w", n, ref, ErrFatal, err)
+			return nil, fmt.Errorf("policy %s: %w: %w", n, ErrFatal, err)
 		} else if err != nil {
-			return nil, fmt.Errorf("policy %s: checkpoint %s: %w", n, ref, err)
+			return nil, fmt.Errorf("policy %s: %w", n, err)
 		}
-		files, err := readFiles(ctx, r.Checkpoints, m, FileLearner)
-		if err != nil {
-			return nil, fmt.Errorf("policy %s: checkpoint %s: %w", n, ref, err)
-		}
-		out[n] = files[FileLearner]
+		out[n] = data
 	}
 	return out, nil
 }
