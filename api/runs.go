@@ -139,7 +139,7 @@ type AlgorithmInfo struct {
 
 // algorithmInfo describes a for GET /v1/algorithms.
 func algorithmInfo(a training.Algorithm) AlgorithmInfo {
-	info := AlgorithmInfo{Name: a.Name, Doc: a.Doc, Shape: string(a.Shape), Kind: a.Kind, Distributed: a.Distributed != nil}
+	info := AlgorithmInfo{Name: a.Name, Doc: a.Doc, Shape: string(a.Shape), Kind: a.Kind, Distributed: a.Distributes()}
 	if a.Learner == nil {
 		return info
 	}

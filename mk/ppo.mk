@@ -3,8 +3,8 @@
 # detector), so `make test` runs them here first, without -race, on one or
 # two seeds: internal/ppo's CartPole-v1 to 475 in-process and from 2
 # simulated rollout workers' fragments (seeds 1, 2) and Pendulum-v1 to -200;
-# internal/training's TestLearnDefaults (both envs with a run's default
-# hyper-parameters and target criterion, seed 0) and CartPole-v1 solved by
+# internal/training's TestLearnDefaults (CartPole-v1 with a run's default
+# hyper-parameters and target criterion, seed 0; Pendulum-v1 in make learn) and CartPole-v1 solved by
 # evaluation within 50k env steps (seeds 0, 1); the reinforce algorithm more
 # than triples a random CartPole policy's return (seeds 0..2). `make learn` (mk/test.mk)
 # runs every seed, 0..9. Also internal/ppo's exact-resume check, compiled

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -255,7 +256,7 @@ func TestLocalRunMatchesCluster(t *testing.T) {
 	}
 	for body, field := range map[string]string{
 		`{"cluster":"lab","env":"LandmarkSpread-v0"}`:                                                            "body.envs_per_worker",
-		`{"cluster":"lab","env":"LandmarkSpread-v0","envs_per_worker":6,"rollout_workers":2,"rollout_cpus":1}`:   "body.rollout_workers",
+		`{"cluster":"lab","env":"LandmarkSpread-v0","envs_per_worker":4,"rollout_workers":2,"rollout_cpus":1}`:   "body.envs_per_worker",
 		`{"cluster":"lab","env":"PrisonersDilemma-v0","policies":{"a":{}},"policy_mapping":{"agent_*":"ghost"}}`: "body.policy_mapping.agent_*",
 		`{"cluster":"lab","env":"PrisonersDilemma-v0","envs_per_worker":5}`:                                      "body.envs_per_worker",
 		`{"cluster":"lab","env":"CartPole-v1","policies":{"a":{}}}`:                                              "body.policies",
@@ -263,6 +264,28 @@ func TestLocalRunMatchesCluster(t *testing.T) {
 	} {
 		code, hdr, raw := dev.call("POST", "/v1/runs", dev.admin, body, nil)
 		assertProblem(t, code, hdr, raw, http.StatusUnprocessableEntity, field)
+	}
+
+	// Seed 001's run: agent_0 and agent_1 each its own trained policy,
+	// with rollout workers on the cluster's nodes (multiagent_distributed.go):
+	// every iteration learnt from both workers' fragments, both policies'
+	// numbers and the joint actions reported.
+	dcluster = runOnCluster(t, dev, 3*time.Minute, "--env", "PrisonersDilemma-v0", "--iterations", "6", "--checkpoint-every", "3", "--seed", "1",
+		"--policy", "agent_0", "--policy", "agent_1", "--policy-map", "agent_0=agent_0", "--policy-map", "agent_1=agent_1",
+		"--rollout-workers", "2", "--rollout-cpus", "0.5", "--cpus", "0.5", "--envs-per-worker", "4")
+	if ms := dcluster.Progress.Metrics; dcluster.Status != "completed" || len(ms) != 6 {
+		t.Fatalf("IPD with rollout workers: %s (%s) after %d iterations", dcluster.Status, dcluster.Progress.Reason, len(ms))
+	}
+	for _, m := range dcluster.Progress.Metrics {
+		var joint float64
+		for _, k := range []string{"0_0", "0_1", "1_0", "1_1"} {
+			r, _ := m["joint_action/"+k+"_rate"].(float64)
+			joint += r
+		}
+		rs, _ := m["rollouts"].([]any)
+		if len(rs) != 2 || m["policy/agent_0/policy_loss"] == nil || m["policy/agent_1/policy_loss"] == nil || math.Abs(joint-1) > 1e-9 {
+			t.Fatalf("IPD with rollout workers: iteration %v learnt from %d fragments, joint rates sum %v: %v", m["iteration"], len(rs), joint, m)
+		}
 	}
 
 	for _, tc := range []struct {

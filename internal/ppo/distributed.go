@@ -135,9 +135,14 @@ func NewActor(env envs.VecEnv, cfg Config) (*Learner, error) {
 	if err != nil {
 		return nil, err
 	}
-	tn := cfg.NumSteps * l.nEnv
-	l.track = &fragTrack{term: make([]bool, tn), trunc: make([]bool, tn)}
+	l.startTracking()
 	return l, nil
+}
+
+// startTracking makes l an actor: it records what a fragment carries.
+func (l *Learner) startTracking() {
+	tn := l.cfg.NumSteps * l.nEnv
+	l.track = &fragTrack{term: make([]bool, tn), trunc: make([]bool, tn)}
 }
 
 func (r RunningStats) rms() runningMeanStd {
@@ -159,12 +164,26 @@ func (l *Learner) Weights(generation string) *Weights {
 // learners. The envs, unfinished episodes and per-env discounted returns
 // carry over from one Collect to the next.
 func (l *Learner) Collect(ctx context.Context, w *Weights, worker int, node string) (*Fragment, error) {
+	if err := l.beginCollect(w); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	var m Metrics
+	if err := l.collect(ctx, &m); err != nil {
+		return nil, err
+	}
+	return l.fragment(w, worker, node, time.Since(start).Seconds()), nil
+}
+
+// beginCollect takes w's parameters and statistics and starts a fresh
+// fragment's record.
+func (l *Learner) beginCollect(w *Weights) error {
 	if l.track == nil {
-		return nil, errors.New("ppo: Collect needs a learner made with NewActor")
+		return errors.New("ppo: Collect needs a learner made with NewActor")
 	}
 	if len(w.Params) != len(l.params) || len(w.ObsRMS.Mean) != l.od || len(w.ObsRMS.Var) != l.od ||
 		len(w.RetRMS.Mean) != 1 || len(w.RetRMS.Var) != 1 {
-		return nil, fmt.Errorf("ppo: weights version %d: %d parameters and %d-dim statistics, this %s actor has %d and %d",
+		return fmt.Errorf("ppo: weights version %d: %d parameters and %d-dim statistics, this %s actor has %d and %d",
 			w.Version, len(w.Params), len(w.ObsRMS.Mean), l.spec.Name, len(l.params), l.od)
 	}
 	copy(l.params, w.Params)
@@ -172,12 +191,12 @@ func (l *Learner) Collect(ctx context.Context, w *Weights, worker int, node stri
 	tr := l.track
 	tr.obs, tr.ret = runningMeanStd{Mean: make([]float64, l.od), Var: make([]float64, l.od)}, runningMeanStd{Mean: make([]float64, 1), Var: make([]float64, 1)}
 	tr.epRet, tr.epLen = []float64{}, []int64{}
-	start := time.Now()
-	var m Metrics
-	if err := l.collect(ctx, &m); err != nil {
-		return nil, err
-	}
-	secs := time.Since(start).Seconds()
+	return nil
+}
+
+// fragment is the rollout just collected with w, which took secs.
+func (l *Learner) fragment(w *Weights, worker int, node string, secs float64) *Fragment {
+	tr := l.track
 	next := l.nextValues()
 	f := &Fragment{
 		Iteration: w.Version + 1, WeightVersion: w.Version, Generation: w.Generation, Worker: worker, Node: node,
@@ -195,7 +214,10 @@ func (l *Learner) Collect(ctx context.Context, w *Weights, worker int, node stri
 	if l.cfg.NormalizeReward {
 		f.RetStats = statsOf(tr.ret)
 	}
-	return f, nil
+	if l.masked {
+		f.MaskDim, f.Mask = l.nAct, append([]bool(nil), l.buf.mask...)
+	}
+	return f
 }
 
 // Learn runs one PPO iteration on the fragments of one iteration, given in
@@ -205,14 +227,18 @@ func (l *Learner) Collect(ctx context.Context, w *Weights, worker int, node stri
 func (l *Learner) Learn(ctx context.Context, frags []*Fragment) (Metrics, error) {
 	start := time.Now()
 	n, od, ad, T := l.nEnv, l.od, l.ad, l.cfg.NumSteps
+	maskDim := 0
+	if l.masked {
+		maskDim = l.nAct
+	}
 	total := 0
 	for _, f := range frags {
 		if err := f.check(); err != nil {
 			return Metrics{}, err
 		}
-		if f.NumSteps != T || f.ObsDim != od || f.ActDim != ad {
-			return Metrics{}, fmt.Errorf("ppo: %w: worker %d: %d steps, obs %d, act %d; the trainer wants %d, %d, %d",
-				ErrFragment, f.Worker, f.NumSteps, f.ObsDim, f.ActDim, T, od, ad)
+		if f.NumSteps != T || f.ObsDim != od || f.ActDim != ad || f.MaskDim != maskDim {
+			return Metrics{}, fmt.Errorf("ppo: %w: worker %d: %d steps, obs %d, act %d, mask %d; the trainer wants %d, %d, %d, %d",
+				ErrFragment, f.Worker, f.NumSteps, f.ObsDim, f.ActDim, f.MaskDim, T, od, ad, maskDim)
 		}
 		total += f.NumEnvs
 	}
@@ -238,6 +264,9 @@ func (l *Learner) Learn(ctx context.Context, frags []*Fragment) (Metrics, error)
 				if f.Terminated[src] || f.Truncated[src] {
 					b.dones[dst] = 1
 				}
+				if maskDim > 0 {
+					copy(b.mask[dst*maskDim:(dst+1)*maskDim], f.Mask[src*maskDim:(src+1)*maskDim])
+				}
 			}
 		}
 		copy(next[off:off+e], f.NextValues)
@@ -248,25 +277,11 @@ func (l *Learner) Learn(ctx context.Context, frags []*Fragment) (Metrics, error)
 		if l.cfg.NormalizeReward && f.RetStats.Count > 0 {
 			l.retRMS.merge(f.RetStats.Mean, f.RetStats.Var, f.RetStats.Count)
 		}
-		for j, r := range f.EpisodeReturns {
-			m.Episodes++
-			m.EpisodeReturnMean += r
-			m.EpisodeReturnMin = min(m.EpisodeReturnMin, r)
-			m.EpisodeReturnMax = max(m.EpisodeReturnMax, r)
-			lenSum += f.EpisodeLengths[j]
-			l.recent[l.recentNext] = r
-			l.recentNext = (l.recentNext + 1) % len(l.recent)
-			l.recentN++
-		}
+		lenSum += l.takeEpisodes(f, &m)
 		rolloutSecs = max(rolloutSecs, f.RolloutSeconds)
 		m.Rollouts = append(m.Rollouts, f.Info())
 	}
-	if m.Episodes > 0 {
-		m.EpisodeReturnMean /= float64(m.Episodes)
-		m.EpisodeLengthMean = float64(lenSum) / float64(m.Episodes)
-	} else {
-		m.EpisodeReturnMin, m.EpisodeReturnMax = 0, 0
-	}
+	l.endRollout(&m, lenSum)
 	l.gae(next)
 	if err := l.update(ctx, &m); err != nil {
 		return m, err
@@ -285,13 +300,22 @@ func (l *Learner) Learn(ctx context.Context, frags []*Fragment) (Metrics, error)
 	if rolloutSecs > 0 {
 		m.RolloutStepsPerSecond = steps / rolloutSecs
 	}
-	m.RecentEpisodes = min(l.recentN, len(l.recent))
-	if m.RecentEpisodes > 0 {
-		var s float64
-		for _, r := range l.recent[:m.RecentEpisodes] {
-			s += r
-		}
-		m.RecentReturnMean = s / float64(m.RecentEpisodes)
-	}
+	l.finishRecent(&m)
 	return m, nil
+}
+
+// takeEpisodes counts the episodes that ended in f into m and the recent
+// window; it returns their summed lengths.
+func (l *Learner) takeEpisodes(f *Fragment, m *Metrics) (lenSum int64) {
+	for j, r := range f.EpisodeReturns {
+		m.Episodes++
+		m.EpisodeReturnMean += r
+		m.EpisodeReturnMin = min(m.EpisodeReturnMin, r)
+		m.EpisodeReturnMax = max(m.EpisodeReturnMax, r)
+		lenSum += f.EpisodeLengths[j]
+		l.recent[l.recentNext] = r
+		l.recentNext = (l.recentNext + 1) % len(l.recent)
+		l.recentN++
+	}
+	return lenSum
 }

@@ -48,6 +48,9 @@ type Fragment struct {
 	RetStats       RunningStats `json:"ret_stats"`
 	EpisodeReturns []float64    `json:"episode_returns"`
 	EpisodeLengths []int64      `json:"episode_lengths"`
+	// MaskDim is the action count of a masked env (envs.Spec.ActionMask),
+	// 0 without masks.
+	MaskDim int `json:"mask_dim,omitempty"`
 
 	Obs        []float64 `json:"-"` // NumSteps·NumEnvs × ObsDim
 	Actions    []float64 `json:"-"` // NumSteps·NumEnvs × ActDim
@@ -57,6 +60,7 @@ type Fragment struct {
 	Terminated []bool    `json:"-"`
 	Truncated  []bool    `json:"-"`
 	NextValues []float64 `json:"-"` // NumEnvs
+	Mask       []bool    `json:"-"` // NumSteps·NumEnvs × MaskDim: the legal actions at each step
 }
 
 // RunningStats are mean, variance and count of a batch of samples (Count
@@ -76,6 +80,7 @@ type RolloutInfo = learner.RolloutInfo
 //	hdrLen  uint32, then hdrLen bytes of JSON (the Fragment's tagged fields)
 //	obs, actions, log-probs, values, rewards, next values: float64 each
 //	terminated, truncated: bitmaps of ⌈steps·envs/8⌉ bytes each
+//	mask: a bitmap of ⌈steps·envs·mask_dim/8⌉ bytes (none when mask_dim is 0)
 //	sha256 of everything above
 const fragMagic = "TYFRAGv1"
 
@@ -110,8 +115,11 @@ func (f *Fragment) Encode() ([]byte, error) {
 			b.Write(w[:])
 		}
 	}
-	for _, bits := range [][]bool{f.Terminated, f.Truncated} {
-		bm := make([]byte, (tn+7)/8)
+	for _, bits := range [][]bool{f.Terminated, f.Truncated, f.Mask} {
+		if len(bits) == 0 {
+			continue // no mask
+		}
+		bm := make([]byte, (len(bits)+7)/8)
 		for i, v := range bits {
 			if v {
 				bm[i/8] |= 1 << (i % 8)
@@ -134,8 +142,8 @@ func (f *Fragment) check() error {
 		return bad("num_envs %d outside [1,%d]", f.NumEnvs, maxFragEnvs)
 	case f.NumSteps < 1 || f.NumSteps > maxSteps:
 		return bad("num_steps %d outside [1,%d]", f.NumSteps, maxSteps)
-	case f.ObsDim < 1 || f.ObsDim > maxFragDim || f.ActDim < 1 || f.ActDim > maxFragDim:
-		return bad("obs_dim %d / act_dim %d outside [1,%d]", f.ObsDim, f.ActDim, maxFragDim)
+	case f.ObsDim < 1 || f.ObsDim > maxFragDim || f.ActDim < 1 || f.ActDim > maxFragDim || f.MaskDim < 0 || f.MaskDim > maxFragDim:
+		return bad("obs_dim %d / act_dim %d / mask_dim %d outside [1,%d]", f.ObsDim, f.ActDim, f.MaskDim, maxFragDim)
 	case int64(f.NumSteps)*int64(f.NumEnvs)*int64(max(f.ObsDim, f.ActDim)) > maxRollout:
 		return bad("%d steps × %d envs × %d values is too large", f.NumSteps, f.NumEnvs, max(f.ObsDim, f.ActDim))
 	case f.Worker < 0 || f.Iteration < 1 || f.WeightVersion < 0:
@@ -165,7 +173,7 @@ func (f *Fragment) check() error {
 		{"obs", len(f.Obs), tn * f.ObsDim}, {"actions", len(f.Actions), tn * f.ActDim},
 		{"log_probs", len(f.LogProbs), tn}, {"values", len(f.Values), tn}, {"rewards", len(f.Rewards), tn},
 		{"terminated", len(f.Terminated), tn}, {"truncated", len(f.Truncated), tn},
-		{"next_values", len(f.NextValues), f.NumEnvs},
+		{"next_values", len(f.NextValues), f.NumEnvs}, {"mask", len(f.Mask), tn * f.MaskDim},
 	} {
 		if v.got != v.want {
 			return bad("%s has %d values, want %d", v.name, v.got, v.want)
@@ -212,14 +220,14 @@ func DecodeFragment(data []byte) (*Fragment, error) {
 	p := 0
 	// Sizes first (int64: no overflow for in-range fields), then allocate.
 	if f.NumEnvs < 1 || f.NumEnvs > maxFragEnvs || f.NumSteps < 1 || f.NumSteps > maxSteps ||
-		f.ObsDim < 1 || f.ObsDim > maxFragDim || f.ActDim < 1 || f.ActDim > maxFragDim {
+		f.ObsDim < 1 || f.ObsDim > maxFragDim || f.ActDim < 1 || f.ActDim > maxFragDim || f.MaskDim < 0 || f.MaskDim > maxFragDim {
 		return nil, bad("sizes %d envs × %d steps, obs %d, act %d out of range", f.NumEnvs, f.NumSteps, f.ObsDim, f.ActDim)
 	}
 	tn := int64(f.NumSteps) * int64(f.NumEnvs)
-	if tn*int64(max(f.ObsDim, f.ActDim)) > maxRollout {
-		return nil, bad("%d steps × %d envs × %d values is too large", f.NumSteps, f.NumEnvs, max(f.ObsDim, f.ActDim))
+	if tn*int64(max(f.ObsDim, f.ActDim, f.MaskDim)) > maxRollout {
+		return nil, bad("%d steps × %d envs × %d values is too large", f.NumSteps, f.NumEnvs, max(f.ObsDim, f.ActDim, f.MaskDim))
 	}
-	want := 8*(tn*int64(f.ObsDim+f.ActDim+3)+int64(f.NumEnvs)) + 2*((tn+7)/8)
+	want := 8*(tn*int64(f.ObsDim+f.ActDim+3)+int64(f.NumEnvs)) + 2*((tn+7)/8) + (tn*int64(f.MaskDim)+7)/8
 	if int64(len(body)-p) != want {
 		return nil, bad("%d bytes of data, the header implies %d", len(body)-p, want)
 	}
@@ -235,15 +243,18 @@ func DecodeFragment(data []byte) (*Fragment, error) {
 	f.Actions = floats(tn * int64(f.ActDim))
 	f.LogProbs, f.Values, f.Rewards = floats(tn), floats(tn), floats(tn)
 	f.NextValues = floats(int64(f.NumEnvs))
-	bits := func() []bool {
-		out := make([]bool, tn)
+	bits := func(n int64) []bool {
+		out := make([]bool, n)
 		for i := range out {
 			out[i] = body[p+i/8]&(1<<(i%8)) != 0
 		}
-		p += int((tn + 7) / 8)
+		p += int((n + 7) / 8)
 		return out
 	}
-	f.Terminated, f.Truncated = bits(), bits()
+	f.Terminated, f.Truncated = bits(tn), bits(tn)
+	if f.MaskDim > 0 {
+		f.Mask = bits(tn * int64(f.MaskDim))
+	}
 	if err := f.check(); err != nil {
 		return nil, err
 	}

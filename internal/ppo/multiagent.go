@@ -67,6 +67,9 @@ type scriptReturns struct {
 	epRet   []float64
 	recent  []float64
 	next, n int
+	// ended are this rollout's episode returns (a rollout worker sends
+	// them to the trainer).
+	ended []float64
 }
 
 // slotView is what a policy's Learner is sized by: its slots of the env.
@@ -212,6 +215,33 @@ func (m *multi) Counters() (int64, int64) { return m.iteration, m.timesteps }
 // trained policy on its own.
 func (m *multi) Iterate(ctx context.Context) (learner.Metrics, error) {
 	start := time.Now()
+	lens, err := m.rollout(ctx)
+	if err != nil {
+		return learner.Metrics{}, err
+	}
+	rollout := time.Since(start)
+	for i, p := range m.pols {
+		switch {
+		case p.l == nil:
+			p.stats.finish(&p.m)
+		case p.train:
+			p.l.endRollout(&p.m, lens[i])
+			if err := p.l.learn(ctx, &p.m, start, rollout); err != nil {
+				return learner.Metrics{}, fmt.Errorf("ppo: policy %s: %w", p.name, err)
+			}
+		default:
+			p.l.endRollout(&p.m, lens[i])
+			p.l.finishRecent(&p.m)
+		}
+	}
+	m.iteration++
+	return m.metrics(time.Since(start), m.numSteps()), nil
+}
+
+// rollout steps every policy together for num_steps steps: each learned
+// policy's rollout in its Learner, each policy's episodes and actions in
+// its metrics; it returns each policy's summed episode lengths.
+func (m *multi) rollout(ctx context.Context) ([]int64, error) {
 	T := m.numSteps()
 	lens := make([]int64, len(m.pols))
 	clear(m.joint)
@@ -221,11 +251,12 @@ func (m *multi) Iterate(ctx context.Context) (learner.Metrics, error) {
 			p.m.LearningRate = p.l.cfg.LearningRate * p.l.progress()
 		}
 		clear(p.count)
+		p.stats.ended = p.stats.ended[:0]
 	}
 	od, ad := m.od, m.ad
 	for t := 0; t < T; t++ {
 		if err := ctx.Err(); err != nil {
-			return learner.Metrics{}, fmt.Errorf("ppo: rollout: %w", err)
+			return nil, fmt.Errorf("ppo: rollout: %w", err)
 		}
 		for _, p := range m.pols {
 			src := p.acts
@@ -248,7 +279,7 @@ func (m *multi) Iterate(ctx context.Context) (learner.Metrics, error) {
 			}
 		}
 		if err := m.env.Step(m.actions, m.obs, m.rewards, m.term, m.trunc, m.finalObs); err != nil {
-			return learner.Metrics{}, fmt.Errorf("ppo: step %s: %w", m.spec.Name, err)
+			return nil, fmt.Errorf("ppo: step %s: %w", m.spec.Name, err)
 		}
 		m.timesteps += int64(m.slots / m.na)
 		m.scatterObs()
@@ -267,23 +298,7 @@ func (m *multi) Iterate(ctx context.Context) (learner.Metrics, error) {
 			l.recordStep(t, &p.m, &lens[i])
 		}
 	}
-	rollout := time.Since(start)
-	for i, p := range m.pols {
-		switch {
-		case p.l == nil:
-			p.stats.finish(&p.m)
-		case p.train:
-			p.l.endRollout(&p.m, lens[i])
-			if err := p.l.learn(ctx, &p.m, start, rollout); err != nil {
-				return learner.Metrics{}, fmt.Errorf("ppo: policy %s: %w", p.name, err)
-			}
-		default:
-			p.l.endRollout(&p.m, lens[i])
-			p.l.finishRecent(&p.m)
-		}
-	}
-	m.iteration++
-	return m.metrics(time.Since(start), T), nil
+	return lens, nil
 }
 
 func (m *multi) numSteps() int {
@@ -301,17 +316,22 @@ func (p *maPolicy) recordScript(m *multi) {
 	for j, k := range p.slots {
 		s.epRet[j] += float64(m.rewards[k])
 		if m.term[k] || m.trunc[k] {
-			r := s.epRet[j]
-			p.m.Episodes++
-			p.m.EpisodeReturnMean += r
-			p.m.EpisodeReturnMin = min(p.m.EpisodeReturnMin, r)
-			p.m.EpisodeReturnMax = max(p.m.EpisodeReturnMax, r)
-			s.recent[s.next] = r
-			s.next = (s.next + 1) % len(s.recent)
-			s.n++
+			s.ended = append(s.ended, s.epRet[j])
+			s.take(s.epRet[j], &p.m)
 			s.epRet[j] = 0
 		}
 	}
+}
+
+// take counts one ended episode's return r into m and the recent window.
+func (s *scriptReturns) take(r float64, m *Metrics) {
+	m.Episodes++
+	m.EpisodeReturnMean += r
+	m.EpisodeReturnMin = min(m.EpisodeReturnMin, r)
+	m.EpisodeReturnMax = max(m.EpisodeReturnMax, r)
+	s.recent[s.next] = r
+	s.next = (s.next + 1) % len(s.recent)
+	s.n++
 }
 
 func (s *scriptReturns) finish(m *Metrics) {

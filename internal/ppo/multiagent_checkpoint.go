@@ -292,23 +292,9 @@ func importedLearner(data []byte, want, self string, spec envs.Spec) (*Learner, 
 // policyPayloads splits a multi-agent checkpoint's payload into each
 // learned policy's PPO checkpoint, by policy index (nil for a script).
 func policyPayloads(h multiHeader, body []byte) ([][]byte, error) {
-	subs := make([][]byte, len(h.Policies))
-	p := body
-	for i, n := range h.Policies {
-		if h.Specs[i].Script != "" {
-			continue
-		}
-		if len(p) < 8 {
-			return nil, fmt.Errorf("%w: policy %s's weights are missing", ErrCheckpoint, n)
-		}
-		size := binary.LittleEndian.Uint64(p)
-		if size > uint64(len(p)-8) {
-			return nil, fmt.Errorf("%w: policy %s's checkpoint needs %d bytes, %d left", ErrCheckpoint, n, size, len(p)-8)
-		}
-		subs[i], p = p[8:8+size], p[8+size:]
+	learned := make([]bool, len(h.Policies))
+	for i := range h.Policies {
+		learned[i] = h.Specs[i].Script == ""
 	}
-	if len(p) != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the last policy", ErrCheckpoint, len(p))
-	}
-	return subs, nil
+	return splitLearned(body, h.Policies, learned, ErrCheckpoint)
 }

@@ -32,11 +32,15 @@ type Algorithm struct {
 	Validate func(s Spec, bad func(field, format string, a ...any))
 	// Learner makes and restores the algorithm's learner (ShapeSegments):
 	// its config, checked at submission, and its checkpoints.
+	// A Learner that is also a learner.Distributor trains from rollout
+	// workers (rollout_workers > 0); any other refuses rollout_workers.
 	Learner learner.Factory
-	// Distributed, when set, is the learner that trains from rollout
-	// workers' fragments (rollout_workers > 0); without it the algorithm
-	// refuses rollout_workers.
-	Distributed *ppo.Factory
+}
+
+// Distributes reports whether a takes rollout_workers.
+func (a Algorithm) Distributes() bool {
+	_, ok := a.Learner.(learner.Distributor)
+	return ok
 }
 
 // Shape is how the train workflow runs an algorithm's placement
@@ -128,7 +132,7 @@ func selectable() string {
 func distributable() string {
 	var ns []string
 	for _, a := range Algorithms() {
-		if a.Distributed != nil {
+		if a.Distributes() {
 			ns = append(ns, fmt.Sprintf("%q", a.Name))
 		}
 	}
@@ -157,8 +161,7 @@ func init() {
 		Validate: func(s Spec, bad func(field, format string, a ...any)) {
 			LearnerFields(s, AlgorithmPPO, bad)
 		},
-		Learner:     ppo.Factory{},
-		Distributed: &ppo.Factory{},
+		Learner: ppo.Factory{},
 	})
 	RegisterAlgorithm(Algorithm{
 		Name: AlgorithmCommand, Shape: ShapeCommand,
@@ -193,7 +196,7 @@ func init() {
 // LearnerFields checks what every algorithm on the built-in learner
 // needs: an env, and none of a command trainer's fields.
 func LearnerFields(s Spec, name string, bad func(field, format string, a ...any)) {
-	if a, ok := LookupAlgorithm(name); ok && a.Distributed == nil && s.RolloutWorkers > 0 {
+	if a, ok := LookupAlgorithm(name); ok && !a.Distributes() && s.RolloutWorkers > 0 {
 		bad("rollout_workers", "algorithm %q trains on its own envs; distributed rollouts are for %s", name, distributable())
 	}
 	if s.Env == "" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -20,7 +21,6 @@ import (
 	"github.com/trainyard/trainyard/internal/learner"
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginhost"
-	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/sdk/go/envs"
 )
 
@@ -28,13 +28,14 @@ import (
 // between the trainer and its rollout workers (docs/training.md, "S3
 // layout"):
 //
-//	runs/<run>/weights/<iteration>              policy version <iteration> (ppo.Weights)
+//	runs/<run>/weights/<iteration>              policy version <iteration> (the trainer's Weights)
 //	runs/<run>/weights/latest                   JSON BusHead: which version to act with next
-//	runs/<run>/rollouts/<iteration>/<worker>    a worker's fragment for <iteration> (ppo.Fragment)
+//	runs/<run>/rollouts/<iteration>/<worker>    a worker's fragment for <iteration> (its actor's Collect)
 //
 // Each trainer session (a placement, a restore) has a fresh generation;
-// weights and fragments carry it, so nothing from before a restart is
-// ever learnt from.
+// weights and fragments carry it in their bus stamp, so nothing from
+// before a restart is ever learnt from. What follows the stamp is the
+// algorithm's (learner.Distributor): the bus never reads it.
 
 // BusHead is the object runs/<run>/weights/latest.
 type BusHead struct {
@@ -59,6 +60,47 @@ func HeadKey(run string) string { return "runs/" + run + "/weights/latest" }
 // FragmentKey is worker's rollout for iteration it.
 func FragmentKey(run string, it int64, worker int) string {
 	return fmt.Sprintf("runs/%s/rollouts/%010d/%03d", run, it, worker)
+}
+
+// busStamp heads every weights and fragment object: which trainer session
+// and weight version it belongs to, and (a fragment) which worker wrote it.
+type busStamp struct {
+	Generation string `json:"generation"`
+	// Version is the weights' version; a fragment's, the version it was
+	// acted with.
+	Version int64 `json:"version"`
+	Worker  int   `json:"worker,omitempty"`
+}
+
+const busMagic = "TYBUSv1\n"
+
+// sealBus frames payload with its stamp: magic, uint32 stamp length, the
+// stamp's JSON, payload (which checks itself).
+func sealBus(st busStamp, payload []byte) []byte {
+	hdr, _ := json.Marshal(st)
+	b := make([]byte, 0, len(busMagic)+4+len(hdr)+len(payload))
+	b = append(b, busMagic...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(hdr)))
+	b = append(b, hdr...)
+	return append(b, payload...)
+}
+
+// openBus splits an object sealBus framed.
+func openBus(b []byte) (busStamp, []byte, error) {
+	var st busStamp
+	if len(b) < len(busMagic)+4 || string(b[:len(busMagic)]) != busMagic {
+		return st, nil, errors.New("not a rollout bus object")
+	}
+	p := len(busMagic)
+	n := int64(binary.LittleEndian.Uint32(b[p:]))
+	p += 4
+	if n > int64(len(b)-p) {
+		return st, nil, fmt.Errorf("bus stamp of %d bytes exceeds the object", n)
+	}
+	if err := json.Unmarshal(b[p:p+int(n)], &st); err != nil {
+		return st, nil, fmt.Errorf("bus stamp: %w", err)
+	}
+	return st, b[p+int(n):], nil
 }
 
 // busPoll is how often a waiting side looks for the other's object.
@@ -177,20 +219,20 @@ func generation() string {
 
 // publish writes weights version v, then the head naming it.
 func (s *session) publish(ctx context.Context, bus *objstore.Store, run string) error {
-	w := s.trainer.Weights(s.gen)
-	b, err := w.Encode()
+	version, _ := s.trainer.Counters()
+	w, err := s.trainer.Weights()
 	if err != nil {
-		return err
+		return fmt.Errorf("run %s: weights %d: %w", run, version, err)
 	}
-	key := WeightsKey(run, w.Version)
-	if err := putObject(ctx, bus, key, b); err != nil {
-		return fmt.Errorf("run %s: publish weights %d: %w", run, w.Version, err)
+	key := WeightsKey(run, version)
+	if err := putObject(ctx, bus, key, sealBus(busStamp{Generation: s.gen, Version: version}, w)); err != nil {
+		return fmt.Errorf("run %s: publish weights %d: %w", run, version, err)
 	}
-	head, _ := json.Marshal(BusHead{Version: w.Version, Generation: s.gen, Key: key})
+	head, _ := json.Marshal(BusHead{Version: version, Generation: s.gen, Key: key})
 	if err := putObject(ctx, bus, HeadKey(run), head); err != nil {
-		return fmt.Errorf("run %s: publish weights %d: %w", run, w.Version, err)
+		return fmt.Errorf("run %s: publish weights %d: %w", run, version, err)
 	}
-	s.published = w.Version
+	s.published = version
 	return nil
 }
 
@@ -256,8 +298,7 @@ func (r *Runner) RunDistributedSegment(ctx context.Context, in SegmentInput, pro
 		if err != nil {
 			return res, err
 		}
-		pm, err := s.trainer.Learn(ctx, frags)
-		m := pm.Generic()
+		m, err := s.trainer.Learn(ctx, frags)
 		if err != nil {
 			return res, fmt.Errorf("run %s iteration %d: %w: %w", in.RunID, it+1, ErrFatal, err)
 		}
@@ -325,8 +366,8 @@ func deleteBusKeys(ctx context.Context, s *objstore.Store, first string, rest ..
 // this generation's version it. Fragments of another generation or version
 // are stale (written by a worker that had not yet seen this session's
 // weights): they are skipped, and the worker's next one awaited.
-func (r *Runner) gather(ctx context.Context, bus *objstore.Store, run, gen string, it int64, workers int) ([]*ppo.Fragment, error) {
-	frags := make([]*ppo.Fragment, workers)
+func (r *Runner) gather(ctx context.Context, bus *objstore.Store, run, gen string, it int64, workers int) ([][]byte, error) {
+	frags := make([][]byte, workers)
 	missing := workers
 	// A stale fragment is left where it is: its worker overwrites it.
 	// (Removing it raced that write: read stale, worker writes, remove,
@@ -353,8 +394,8 @@ func (r *Runner) gather(ctx context.Context, bus *objstore.Store, run, gen strin
 			if err != nil {
 				return nil, fmt.Errorf("run %s: read %s: %w", run, key, err)
 			}
-			f, err := ppo.DecodeFragment(b)
-			if err != nil || f.Generation != gen || f.WeightVersion != it || f.Worker != w {
+			st, f, err := openBus(b)
+			if err != nil || st.Generation != gen || st.Version != it || st.Worker != w {
 				stale[w] = tag
 				continue
 			}
@@ -412,14 +453,14 @@ func (r *Runner) openTrainer(ctx context.Context, in SegmentInput, spec Spec, m 
 		if in.FromCheckpoint > 0 {
 			return fail(fmt.Errorf("run %s: checkpoint %d was reported but none is in the bucket: %w", in.RunID, in.FromCheckpoint, ErrFatal))
 		}
-		cfg, err := f.Tuned(envSpec.Name, spec.Knobs())
-		if err != nil {
+		k := spec.Knobs()
+		if k.Imports, err = r.imports(ctx, spec); err != nil {
+			return fail(err)
+		}
+		if s.trainer, err = f.NewTrainer(envSpec, n, k); err != nil {
 			return fail(fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err))
 		}
-		if s.trainer, err = ppo.NewTrainer(envSpec, n, cfg); err != nil {
-			return fail(fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err))
-		}
-		s.learner = s.trainer.Generic()
+		s.learner = s.trainer
 		return s, res, nil
 	}
 	if err := checkPlugins(m, in); err != nil {
@@ -429,10 +470,10 @@ func (r *Runner) openTrainer(ctx context.Context, in SegmentInput, spec Spec, m 
 	if err != nil {
 		return fail(err)
 	}
-	if s.trainer, err = ppo.Restore(bytes.NewReader(files[FileLearner]), ppo.SpecOnly(envSpec, n)); err != nil {
+	if s.trainer, err = f.RestoreTrainer(bytes.NewReader(files[FileLearner]), envSpec, n); err != nil {
 		return fail(fmt.Errorf("run %s: restore checkpoint %d: %w: %w", in.RunID, m.Seq, ErrFatal, err))
 	}
-	s.learner = s.trainer.Generic()
+	s.learner = s.trainer
 	s.seq, res.RestoredFrom = m.Seq, m.Seq
 	if m.Seq > in.FromCheckpoint {
 		var lost []learner.Metrics
@@ -495,12 +536,12 @@ func (r *Runner) RunRollouts(ctx context.Context, in RolloutInput, progress func
 	if err != nil {
 		return st, fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err)
 	}
-	cfg, err := f.Tuned(env.Spec().Name, spec.Knobs())
-	if err != nil {
-		return st, fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err)
+	k := spec.Knobs()
+	k.Seed = seed
+	if k.Imports, err = r.imports(ctx, spec); err != nil {
+		return st, err
 	}
-	cfg.Seed = seed
-	actor, err := ppo.NewActor(env, cfg)
+	actor, err := f.NewActor(env, k)
 	if err != nil {
 		return st, fmt.Errorf("run %s: %w: %w", in.RunID, ErrFatal, err)
 	}
@@ -541,7 +582,7 @@ func (r *Runner) RunRollouts(ctx context.Context, in RolloutInput, progress func
 
 // rolloutOnce acts with the weights head names and writes the fragment;
 // false when those weights are already gone (superseded).
-func (r *Runner) rolloutOnce(ctx context.Context, bus *objstore.Store, in RolloutInput, actor *ppo.Learner, head BusHead, st *RolloutStatus) (bool, error) {
+func (r *Runner) rolloutOnce(ctx context.Context, bus *objstore.Store, in RolloutInput, actor learner.Actor, head BusHead, st *RolloutStatus) (bool, error) {
 	b, err := getObject(ctx, bus, head.Key)
 	if errors.Is(err, errNoObject) {
 		return false, nil
@@ -549,35 +590,34 @@ func (r *Runner) rolloutOnce(ctx context.Context, bus *objstore.Store, in Rollou
 	if err != nil {
 		return false, fmt.Errorf("run %s: read %s: %w", in.RunID, head.Key, err)
 	}
-	w, err := ppo.DecodeWeights(b)
+	ws, w, err := openBus(b)
 	if err != nil {
 		return false, fmt.Errorf("run %s: %s: %w", in.RunID, head.Key, err)
 	}
-	if w.Generation != head.Generation || w.Version != head.Version {
+	if ws.Generation != head.Generation || ws.Version != head.Version {
 		return false, nil // the head moved on while we read
 	}
-	f, err := actor.Collect(ctx, w, in.Worker, r.Node)
+	f, steps, err := actor.Collect(ctx, w, in.Worker, r.Node)
 	if err != nil {
 		return false, fmt.Errorf("run %s worker %d: %w", in.RunID, in.Worker, classify(err))
 	}
-	fb, err := f.Encode()
-	if err != nil {
-		return false, err
-	}
-	if err := putObject(ctx, bus, FragmentKey(in.RunID, f.Iteration, in.Worker), fb); err != nil {
-		return false, fmt.Errorf("run %s worker %d: write fragment %d: %w", in.RunID, in.Worker, f.Iteration, err)
+	it := ws.Version + 1
+	fb := sealBus(busStamp{Generation: ws.Generation, Version: ws.Version, Worker: in.Worker}, f)
+	if err := putObject(ctx, bus, FragmentKey(in.RunID, it, in.Worker), fb); err != nil {
+		return false, fmt.Errorf("run %s worker %d: write fragment %d: %w", in.RunID, in.Worker, it, err)
 	}
 	st.Fragments++
-	st.WeightVersion = w.Version
-	st.Steps += int64(f.NumEnvs * f.NumSteps)
+	st.WeightVersion = ws.Version
+	st.Steps += steps
 	return true, nil
 }
 
 // distributed is the spec's algorithm's distributed learner.
-func (s Spec) distributed() (*ppo.Factory, error) {
+func (s Spec) distributed() (learner.Distributor, error) {
 	a, ok := LookupAlgorithm(s.Algorithm)
-	if !ok || a.Distributed == nil {
+	d, ok2 := a.Learner.(learner.Distributor)
+	if !ok || !ok2 {
 		return nil, &FieldError{Field: "rollout_workers", Reason: fmt.Sprintf("algorithm %q has no distributed learner", s.Algorithm)}
 	}
-	return a.Distributed, nil
+	return d, nil
 }

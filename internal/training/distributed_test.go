@@ -11,7 +11,6 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/trainyard/trainyard/internal/learner"
-	"github.com/trainyard/trainyard/internal/ppo"
 )
 
 // TestDistributedSegmentsWithRolloutWorkers runs a trainer and two rollout
@@ -164,21 +163,14 @@ func TestGatherLeavesStaleFragments(t *testing.T) {
 	defer cancel()
 	run := "run-stale-" + strings.ReplaceAll(time.Now().Format("150405.000"), ".", "")
 	frag := func(gen string) []byte {
-		f := &ppo.Fragment{Iteration: 7, WeightVersion: 6, Generation: gen, NumEnvs: 1, NumSteps: 1, ObsDim: 1, ActDim: 1,
-			Obs: []float64{0}, Actions: []float64{0}, LogProbs: []float64{0}, Values: []float64{0}, Rewards: []float64{1},
-			Terminated: []bool{false}, Truncated: []bool{false}, NextValues: []float64{0}}
-		b, err := f.Encode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
+		return sealBus(busStamp{Generation: gen, Version: 6}, []byte(gen))
 	}
 	key := FragmentKey(run, 7, 0)
 	if err := putObject(ctx, bucket, key, frag("old-session")); err != nil {
 		t.Fatal(err)
 	}
 	r := &Runner{Objects: bucket}
-	got := make(chan []*ppo.Fragment, 1)
+	got := make(chan [][]byte, 1)
 	go func() {
 		fs, err := r.gather(ctx, bucket, run, "new-session", 6, 1)
 		if err != nil && ctx.Err() == nil {
@@ -195,7 +187,7 @@ func TestGatherLeavesStaleFragments(t *testing.T) {
 	if err := putObject(ctx, bucket, key, frag("new-session")); err != nil {
 		t.Fatal(err)
 	}
-	if fs := <-got; len(fs) != 1 || fs[0] == nil || fs[0].Generation != "new-session" {
+	if fs := <-got; len(fs) != 1 || string(fs[0]) != "new-session" {
 		t.Fatalf("gathered %+v, want the new session's fragment", fs)
 	}
 }

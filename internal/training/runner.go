@@ -21,7 +21,6 @@ import (
 	"github.com/trainyard/trainyard/internal/objstore"
 	"github.com/trainyard/trainyard/internal/pluginhost"
 	"github.com/trainyard/trainyard/internal/pluginstore"
-	"github.com/trainyard/trainyard/internal/ppo"
 	"github.com/trainyard/trainyard/sdk/go/envs"
 )
 
@@ -118,9 +117,9 @@ type Runner struct {
 
 type session struct {
 	learner learner.Learner
-	// trainer is learner as PPO's distributed trainer (distributed.go),
-	// nil on a learner that steps its own envs.
-	trainer *ppo.Learner
+	// trainer is learner as a distributed trainer (distributed.go), nil
+	// on a learner that steps its own envs.
+	trainer learner.Trainer
 	env     envs.VecEnv
 	penv    *pluginhost.VecEnv // the env plugin under env (reward shaping may wrap it)
 	mods    []*pluginhost.Module

@@ -296,10 +296,6 @@ func (s Spec) CheckEnv(spec envs.Spec) error {
 			return err
 		}
 	}
-	if spec.ActionMask && s.Distributed() {
-		// A rollout worker's fragment carries no masks for the update.
-		return &FieldError{Field: "rollout_workers", Reason: fmt.Sprintf("%s has an action mask: distributed rollouts are for envs without one", spec.Name)}
-	}
 	if !spec.MultiAgent() {
 		_, err := s.Knobs().MultiAgent.Resolve(nil)
 		return err
@@ -308,9 +304,10 @@ func (s Spec) CheckEnv(spec envs.Spec) error {
 	switch {
 	case !ok:
 		return &FieldError{Field: "env", Reason: fmt.Sprintf("%s is a multi-agent env (agents %v); %s trains single-agent envs", spec.Name, spec.Agents, s.Algorithm)}
-	case s.Distributed():
-		return &FieldError{Field: "rollout_workers", Reason: fmt.Sprintf("%s is a multi-agent env: distributed rollouts are for single-agent envs", spec.Name)}
-	case s.NumEnvs()%len(spec.Agents) != 0:
+	case s.Distributed() && s.EnvsPerWorker%len(spec.Agents) != 0:
+		k := s.EnvsPerWorker + len(spec.Agents) - s.EnvsPerWorker%len(spec.Agents)
+		return &FieldError{Field: "envs_per_worker", Reason: fmt.Sprintf("each rollout worker steps envs_per_worker = %d slots, not a whole number of %s games of %d agents (envs_per_worker %d is)", s.EnvsPerWorker, spec.Name, len(spec.Agents), k)}
+	case !s.Distributed() && s.NumEnvs()%len(spec.Agents) != 0:
 		k := s.EnvsPerWorker + 1
 		for s.Workers*k%len(spec.Agents) != 0 {
 			k++

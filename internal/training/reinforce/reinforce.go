@@ -26,8 +26,7 @@ func init() {
 		Validate: func(s training.Spec, bad func(field, format string, a ...any)) {
 			training.LearnerFields(s, Name, bad)
 		},
-		Learner:     ppo.Factory{Adjust: Configure},
-		Distributed: &ppo.Factory{Adjust: Configure},
+		Learner: ppo.Factory{Adjust: Configure},
 	})
 }
 
