@@ -27,6 +27,8 @@ func TestPolicyFlags(t *testing.T) {
 		"set without a name": {p: policyFlags{policies: []string{"a"}, sets: []string{"gamma=0.9"}}, err: "want POLICY:NAME=VALUE"},
 		"set without value":  {p: policyFlags{policies: []string{"a"}, sets: []string{"a:gamma"}}, err: "want name=value"},
 		"empty policy":       {p: policyFlags{policies: []string{"=x"}}, err: "want NAME or NAME=SCRIPT"},
+		"league":             {p: policyFlags{policies: []string{"a"}, league: []string{"agent_1=t,c"}}, want: map[string]learner.Policy{"a": {}}},
+		"league without one": {p: policyFlags{league: []string{"agent_1="}}, err: "want AGENT=POLICY,POLICY"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var s training.Spec
@@ -38,6 +40,8 @@ func TestPolicyFlags(t *testing.T) {
 				t.Fatal(err)
 			case tc.err == "" && !reflect.DeepEqual(s.Policies, tc.want):
 				t.Fatalf("policies %#v, want %#v", s.Policies, tc.want)
+			case len(tc.p.league) > 0 && tc.err == "" && !reflect.DeepEqual(s.League, map[string][]string{"agent_1": {"t", "c"}}):
+				t.Fatalf("league %v", s.League)
 			}
 		})
 	}

@@ -592,17 +592,16 @@ func pluginRef(ctx context.Context, c *apiclient.Client, ref string) (string, er
 	return rec.ID, nil
 }
 
-// parseSets turns name=value pairs into hyper-parameter overrides; values
-// are JSON when they parse as JSON, comma lists become arrays of numbers.
-// policyFlags are a multi-agent run's policies, mapping and
-// policies_to_train as flags (docs/training.md "Multi-agent runs").
-type policyFlags struct{ policies, mapping, train, sets []string }
+// policyFlags are a multi-agent run's policies, mapping, policies_to_train
+// and league as flags (docs/training.md "Multi-agent runs").
+type policyFlags struct{ policies, mapping, train, sets, league []string }
 
 func (p *policyFlags) add(f *pflag.FlagSet) {
 	f.StringArrayVar(&p.policies, "policy", nil, "multi-agent envs: a policy NAME (a network), NAME=SCRIPT (a fixed one: tit_for_tat, always_cooperate, always_defect, nearest_landmark) or NAME=checkpoint:RUN_ID[@SEQ][:POLICY] (a network frozen from an earlier run); repeatable")
 	f.StringArrayVar(&p.mapping, "policy-map", nil, "multi-agent envs: AGENT=POLICY, AGENT a name or a pattern (agent_*); repeatable")
 	f.StringArrayVar(&p.train, "train-policy", nil, "multi-agent envs: a policy that learns (repeatable; default: every policy that is not a script or a checkpoint)")
 	f.StringArrayVar(&p.sets, "policy-set", nil, "multi-agent envs: POLICY:NAME=VALUE, a hyper-parameter of one policy's network over the run's --set (repeatable)")
+	f.StringArrayVar(&p.league, "league", nil, "multi-agent envs: AGENT=POLICY,POLICY,...: the agent (a name or a pattern) plays one of these frozen policies, drawn per episode (repeatable)")
 }
 
 func (p *policyFlags) apply(spec *training.Spec) error {
@@ -633,6 +632,16 @@ func (p *policyFlags) apply(spec *training.Spec) error {
 	if len(p.train) > 0 {
 		spec.PoliciesToTrain = p.train
 	}
+	for _, s := range p.league {
+		agent, members, ok := strings.Cut(s, "=")
+		if !ok || agent == "" || members == "" {
+			return fmt.Errorf("--league %q: want AGENT=POLICY,POLICY,...", s)
+		}
+		if spec.League == nil {
+			spec.League = map[string][]string{}
+		}
+		spec.League[agent] = strings.Split(members, ",")
+	}
 	for _, s := range p.sets {
 		name, set, ok := strings.Cut(s, ":")
 		pol, have := spec.Policies[name]
@@ -655,6 +664,8 @@ func (p *policyFlags) apply(spec *training.Spec) error {
 	return nil
 }
 
+// parseSets turns name=value pairs into hyper-parameter overrides; values
+// are JSON when they parse as JSON, comma lists become arrays of numbers.
 func parseSets(sets []string) (map[string]any, error) {
 	if len(sets) == 0 {
 		return nil, nil

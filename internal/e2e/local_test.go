@@ -223,17 +223,25 @@ func TestLocalRunMatchesCluster(t *testing.T) {
 	if coop, _ := last["policy/learner/action_0_rate"].(float64); coop < 0.9 || last["policy/learner/policy_loss"] == nil || last["policy/tft/policy_loss"] != nil {
 		t.Fatalf("against tit-for-tat the learner cooperates in %v of rounds (want ≥ 0.9), or the script trains: %v", last["policy/learner/action_0_rate"], last)
 	}
-	// A league opponent: the learner of that run, frozen from its latest
-	// checkpoint (pinned at submission), against a fresh policy.
+	// A league: each episode, a fresh policy's opponent is drawn from the
+	// learner of that run, frozen from its latest checkpoint (pinned at
+	// submission), and tit-for-tat.
 	champ := "champ=checkpoint:" + mcluster.ID + ":learner"
 	lcluster := runOnCluster(t, dev, 3*time.Minute, "--env", "PrisonersDilemma-v0", "--iterations", "4", "--seed", "2",
-		"--policy", "fresh", "--policy", champ, "--policy-map", "agent_0=fresh", "--policy-map", "agent_1=champ")
+		"--policy", "fresh", "--policy", champ, "--policy", "tft=tit_for_tat", "--policy-map", "agent_0=fresh", "--league", "agent_1=champ,tft")
 	pinned := fmt.Sprintf("%s@%d:learner", mcluster.ID, mcluster.Progress.Checkpoint)
 	if got := lcluster.Spec["policies"].(map[string]any)["champ"].(map[string]any)["checkpoint"]; lcluster.Status != "completed" || got != pinned {
 		t.Fatalf("league run: %s (%s), champ's checkpoint %v, want %s", lcluster.Status, lcluster.Progress.Reason, got, pinned)
 	}
-	if last := lcluster.Progress.Metrics[3]; last["policy/champ/action_0_rate"] == nil || last["policy/champ/policy_loss"] != nil || last["policy/fresh/policy_loss"] == nil {
-		t.Fatalf("league run: champ must act and not train, fresh must train: %v", last)
+	played := map[string]float64{}
+	for _, m := range lcluster.Progress.Metrics {
+		for _, p := range []string{"champ", "tft"} {
+			n, _ := m["policy/"+p+"/episodes"].(float64)
+			played[p] += n
+		}
+	}
+	if last := lcluster.Progress.Metrics[3]; played["champ"] == 0 || played["tft"] == 0 || last["policy/champ/policy_loss"] != nil || last["policy/fresh/policy_loss"] == nil {
+		t.Fatalf("league run: champ and tft must each play episodes (%v) and not train, fresh must train: %v", played, last)
 	}
 	for body, field := range map[string]string{
 		`{"cluster":"lab","env":"PrisonersDilemma-v0","policies":{"a":{},"b":{"checkpoint":"run-nosuch"}},"policy_mapping":{"agent_0":"a","agent_1":"b"}}`:              "body.policies.b.checkpoint",
@@ -255,12 +263,13 @@ func TestLocalRunMatchesCluster(t *testing.T) {
 		t.Fatalf("LandmarkSpread-v0: return %v after 10 iterations, want ≥ -36", ms[9]["recent_return_mean"])
 	}
 	for body, field := range map[string]string{
-		`{"cluster":"lab","env":"LandmarkSpread-v0"}`:                                                            "body.envs_per_worker",
-		`{"cluster":"lab","env":"LandmarkSpread-v0","envs_per_worker":4,"rollout_workers":2,"rollout_cpus":1}`:   "body.envs_per_worker",
-		`{"cluster":"lab","env":"PrisonersDilemma-v0","policies":{"a":{}},"policy_mapping":{"agent_*":"ghost"}}`: "body.policy_mapping.agent_*",
-		`{"cluster":"lab","env":"PrisonersDilemma-v0","envs_per_worker":5}`:                                      "body.envs_per_worker",
-		`{"cluster":"lab","env":"CartPole-v1","policies":{"a":{}}}`:                                              "body.policies",
-		`{"cluster":"lab","env":"PrisonersDilemma-v0","algorithm":"dqn"}`:                                        "body.env",
+		`{"cluster":"lab","env":"LandmarkSpread-v0"}`:                                                                                        "body.envs_per_worker",
+		`{"cluster":"lab","env":"LandmarkSpread-v0","envs_per_worker":4,"rollout_workers":2,"rollout_cpus":1}`:                               "body.envs_per_worker",
+		`{"cluster":"lab","env":"PrisonersDilemma-v0","policies":{"a":{}},"policy_mapping":{"agent_*":"ghost"}}`:                             "body.policy_mapping.agent_*",
+		`{"cluster":"lab","env":"PrisonersDilemma-v0","envs_per_worker":5}`:                                                                  "body.envs_per_worker",
+		`{"cluster":"lab","env":"PrisonersDilemma-v0","policies":{"a":{},"b":{}},"policy_mapping":{"*":"a"},"league":{"agent_1":["a","b"]}}`: "body.policy_mapping.*",
+		`{"cluster":"lab","env":"CartPole-v1","policies":{"a":{}}}`:                                                                          "body.policies",
+		`{"cluster":"lab","env":"PrisonersDilemma-v0","algorithm":"dqn"}`:                                                                    "body.env",
 	} {
 		code, hdr, raw := dev.call("POST", "/v1/runs", dev.admin, body, nil)
 		assertProblem(t, code, hdr, raw, http.StatusUnprocessableEntity, field)

@@ -23,8 +23,14 @@ type MultiAgent struct {
 	// with one policy: every agent to it.
 	Mapping map[string]string `json:"policy_mapping,omitempty"`
 	// Train names the policies that learn; the others stay frozen.
-	// Default: every policy that is not a script or a checkpoint.
+	// Default: every policy that is not a script, a checkpoint or a
+	// league member.
 	Train []string `json:"policies_to_train,omitempty"`
+	// League maps an agent (by name or pattern, as Mapping) to the frozen
+	// policies it plays: at the start of each of its episodes one is
+	// drawn, uniformly (a league: each episode's opponent from a set). A
+	// league member plays only there; Mapping need not name the agent.
+	League map[string][]string `json:"league,omitempty"`
 }
 
 // Policy is one policy of a multi-agent run: a network of the algorithm
@@ -89,11 +95,27 @@ const DefaultPolicy = "shared"
 
 // Resolved is a MultiAgent checked against an env's agents.
 type Resolved struct {
-	// Names are the policies, sorted; Agent[a] indexes Names for agent a.
+	// Names are the policies, sorted; Agent[a] indexes Names for agent a,
+	// -1 for a league agent.
 	Names  []string
 	Agent  []int
 	Policy []Policy
 	Train  []bool
+	// League[a] indexes Names for league agent a's members (nil for the
+	// others); Member[i] says policy i plays only in a league.
+	League [][]int
+	Member []bool
+}
+
+// Drawn is the member league agent a plays in its episode-th episode of
+// instance inst (seed: the run's): a hash, so resuming needs no random
+// state and every worker draws its own instances' opponents.
+func (r Resolved) Drawn(seed uint64, a, inst int, episode int64) int {
+	x := seed ^ (uint64(a+1) * 0x9E3779B97F4A7C15) ^ (uint64(inst+1) * 0xBF58476D1CE4E5B9) ^ (uint64(episode+1) * 0x94D049BB133111EB)
+	x ^= x >> 31
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 29
+	return r.League[a][x%uint64(len(r.League[a]))]
 }
 
 // Resolve checks m against the env's agents (a nil m is the default) and
@@ -104,8 +126,8 @@ func (m *MultiAgent) Resolve(agents []string) (Resolved, error) {
 		ma = *m
 	}
 	if len(agents) == 0 {
-		if m != nil && (len(ma.Policies) > 0 || len(ma.Mapping) > 0 || len(ma.Train) > 0) {
-			return Resolved{}, &FieldError{Field: "policies", Reason: "the env is single-agent: policies, policy_mapping and policies_to_train are for multi-agent envs"}
+		if m != nil && (len(ma.Policies) > 0 || len(ma.Mapping) > 0 || len(ma.Train) > 0 || len(ma.League) > 0) {
+			return Resolved{}, &FieldError{Field: "policies", Reason: "the env is single-agent: policies, policy_mapping, policies_to_train and league are for multi-agent envs"}
 		}
 		return Resolved{}, nil
 	}
@@ -140,6 +162,41 @@ func (m *MultiAgent) Resolve(agents []string) (Resolved, error) {
 		}
 		r.Policy = append(r.Policy, p)
 	}
+	r.Member = make([]bool, len(r.Names))
+	for pat, members := range ma.League {
+		if _, err := path.Match(pat, ""); err != nil {
+			return r, &FieldError{Field: "league", Reason: fmt.Sprintf("pattern %q: %v", pat, err)}
+		}
+		if len(members) == 0 {
+			return r, &FieldError{Field: "league." + pat, Reason: "name the policies the agent plays"}
+		}
+		for _, n := range members {
+			i, ok := slices.BinarySearch(r.Names, n)
+			if !ok {
+				return r, &FieldError{Field: "league." + pat, Reason: fmt.Sprintf("policy %q is not in policies (%s)", n, strings.Join(r.Names, ", "))}
+			}
+			r.Member[i] = true
+		}
+	}
+	league := make([]bool, len(agents))
+	if len(ma.League) > 0 {
+		r.League = make([][]int, len(agents))
+	}
+	for a, name := range agents {
+		pat, ok, err := matchAgent(ma.League, name, "league")
+		if err != nil {
+			return r, err
+		}
+		league[a] = ok
+		for _, n := range ma.League[pat] {
+			if i, _ := slices.BinarySearch(r.Names, n); ok && !slices.Contains(r.League[a], i) {
+				r.League[a] = append(r.League[a], i)
+			}
+		}
+	}
+	if len(ma.League) > 0 && !slices.Contains(league, false) {
+		return r, &FieldError{Field: "league", Reason: "every agent plays in the league: none is left to learn"}
+	}
 	if len(ma.Mapping) == 0 {
 		if len(r.Names) > 1 {
 			return r, &FieldError{Field: "policy_mapping", Reason: fmt.Sprintf("required with %d policies: map each agent (%s) to one", len(r.Names), strings.Join(agents, ", "))}
@@ -154,13 +211,23 @@ func (m *MultiAgent) Resolve(agents []string) (Resolved, error) {
 			return r, &FieldError{Field: "policy_mapping." + pat, Reason: fmt.Sprintf("policy %q is not in policies (%s)", pol, strings.Join(r.Names, ", "))}
 		}
 	}
-	used := make([]bool, len(r.Names))
-	for _, a := range agents {
-		pol, err := mapAgent(ma.Mapping, a)
+	used := slices.Clone(r.Member)
+	for a, name := range agents {
+		if league[a] {
+			r.Agent = append(r.Agent, -1)
+			continue
+		}
+		pat, ok, err := matchAgent(ma.Mapping, name, "policy_mapping")
 		if err != nil {
 			return r, err
 		}
-		i, _ := slices.BinarySearch(r.Names, pol)
+		if !ok {
+			return r, &FieldError{Field: "policy_mapping", Reason: fmt.Sprintf("no entry maps agent %q", name)}
+		}
+		i, _ := slices.BinarySearch(r.Names, ma.Mapping[pat])
+		if r.Member[i] {
+			return r, &FieldError{Field: "policy_mapping." + pat, Reason: fmt.Sprintf("policy %q is a league member: it plays only in the league", r.Names[i])}
+		}
 		r.Agent = append(r.Agent, i)
 		used[i] = true
 	}
@@ -172,7 +239,7 @@ func (m *MultiAgent) Resolve(agents []string) (Resolved, error) {
 	r.Train = make([]bool, len(r.Names))
 	if ma.Train == nil {
 		for i, p := range r.Policy {
-			r.Train[i] = p.Script == "" && !p.Imported()
+			r.Train[i] = p.Script == "" && !p.Imported() && !r.Member[i]
 		}
 	}
 	for _, n := range ma.Train {
@@ -184,6 +251,8 @@ func (m *MultiAgent) Resolve(agents []string) (Resolved, error) {
 			return r, &FieldError{Field: "policies_to_train", Reason: fmt.Sprintf("policy %q is the script %s, which cannot train", n, r.Policy[i].Script)}
 		case r.Policy[i].Imported():
 			return r, &FieldError{Field: "policies_to_train", Reason: fmt.Sprintf("policy %q is frozen from checkpoint %s", n, r.Policy[i].Checkpoint)}
+		case r.Member[i]:
+			return r, &FieldError{Field: "policies_to_train", Reason: fmt.Sprintf("policy %q is a league member, which stays frozen", n)}
 		}
 		r.Train[i] = true
 	}
@@ -193,14 +262,14 @@ func (m *MultiAgent) Resolve(agents []string) (Resolved, error) {
 	return r, nil
 }
 
-// mapAgent is the policy mapping's choice for agent: its own name, else
-// the most specific matching pattern.
-func mapAgent(mapping map[string]string, agent string) (string, error) {
-	if p, ok := mapping[agent]; ok {
-		return p, nil
+// matchAgent finds the key of m that names agent: its own name, else the
+// pattern with the most literal characters (what errors say: field).
+func matchAgent[V any](m map[string]V, agent, field string) (string, bool, error) {
+	if _, ok := m[agent]; ok {
+		return agent, true, nil
 	}
 	best, bestLit, tie := "", -1, false
-	for pat := range mapping {
+	for pat := range m {
 		if ok, _ := path.Match(pat, agent); !ok {
 			continue
 		}
@@ -215,9 +284,9 @@ func mapAgent(mapping map[string]string, agent string) (string, error) {
 	}
 	switch {
 	case bestLit < 0:
-		return "", &FieldError{Field: "policy_mapping", Reason: fmt.Sprintf("no entry maps agent %q", agent)}
+		return "", false, nil
 	case tie:
-		return "", &FieldError{Field: "policy_mapping", Reason: fmt.Sprintf("agent %q matches more than one pattern as specifically (%s and another)", agent, best)}
+		return "", false, &FieldError{Field: field, Reason: fmt.Sprintf("agent %q matches more than one pattern as specifically (%s and another)", agent, best)}
 	}
-	return mapping[best], nil
+	return best, true, nil
 }

@@ -47,6 +47,11 @@ func TestResolveMapsAgentsToPolicies(t *testing.T) {
 		"script with hps":         {ma: &MultiAgent{Policies: map[string]Policy{"t": {Script: "x", Hyperparameters: map[string]any{"gamma": 0.9}}}}, fieldE: "policies.t"},
 		"bad pattern":             {ma: &MultiAgent{Mapping: map[string]string{"[": "shared"}, Policies: map[string]Policy{"shared": {}}}, fieldE: "policy_mapping"},
 		"unknown policy to train": {ma: &MultiAgent{Train: []string{"ghost"}}, fieldE: "policies_to_train"},
+		"league member mapped":    {ma: leagueOf(map[string]string{"agent_0": "x", "*": "l"}, nil), fieldE: "policy_mapping.agent_0"},
+		"league member trains":    {ma: leagueOf(map[string]string{"*": "l"}, []string{"l", "x"}), fieldE: "policies_to_train"},
+		"unknown league member":   {ma: &MultiAgent{Policies: map[string]Policy{"l": {}}, Mapping: map[string]string{"*": "l"}, League: map[string][]string{"agent_2": {"ghost"}}}, fieldE: "league.agent_2"},
+		"empty league":            {ma: &MultiAgent{Policies: map[string]Policy{"l": {}}, Mapping: map[string]string{"*": "l"}, League: map[string][]string{"agent_2": {}}}, fieldE: "league.agent_2"},
+		"all in the league":       {ma: &MultiAgent{Policies: map[string]Policy{"x": {}}, League: map[string][]string{"*": {"x"}}}, fieldE: "league"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r, err := tc.ma.Resolve(agents)
@@ -109,4 +114,34 @@ func FuzzParseCheckpointRef(f *testing.F) {
 			t.Fatalf("%q → %+v → %q → %+v, %v", s, r, r.String(), back, err)
 		}
 	})
+}
+
+// leagueOf is agent_2 playing x or the tit-for-tat script y.
+func leagueOf(mapping map[string]string, train []string) *MultiAgent {
+	return &MultiAgent{Policies: map[string]Policy{"l": {}, "x": {}, "y": {Script: "tit_for_tat"}}, Mapping: mapping, Train: train,
+		League: map[string][]string{"agent_2": {"x", "y"}}}
+}
+
+// TestResolveLeague: a league agent maps to no policy but to its members,
+// which stay frozen; each episode of each instance draws one, and every
+// member is drawn.
+func TestResolveLeague(t *testing.T) {
+	r, err := leagueOf(map[string]string{"*": "l"}, nil).Resolve([]string{"agent_0", "agent_1", "agent_2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Agent, []int{0, 0, -1}) || r.League[0] != nil || !slices.Equal(r.League[2], []int{1, 2}) ||
+		!slices.Equal(r.Member, []bool{false, true, true}) || !slices.Equal(r.Train, []bool{true, false, false}) {
+		t.Fatalf("resolved %+v", r)
+	}
+	seen := map[int]int{}
+	for ep := range int64(40) {
+		seen[r.Drawn(1, 2, 3, ep)]++
+	}
+	if seen[1] < 10 || seen[2] < 10 || len(seen) != 2 {
+		t.Fatalf("40 episodes of one instance drew %v", seen)
+	}
+	if r.Drawn(1, 2, 3, 7) != r.Drawn(1, 2, 3, 7) {
+		t.Fatal("a draw is not a function of its inputs")
+	}
 }

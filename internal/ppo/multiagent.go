@@ -45,20 +45,24 @@ type multi struct {
 	// iteration (two-agent envs with discrete actions): mutual
 	// cooperation and defection in the prisoner's dilemma.
 	joint []int64
+	seats []*seat // league agents (multiagent_league.go)
 }
 
 // maPolicy is one policy of a multi-agent run.
 type maPolicy struct {
 	name  string
 	train bool
-	l     *Learner      // nil for a script
-	act   learner.Act   // a script's
-	slots []int         // the env slots it acts for, in its own env order
-	obs   []float32     // a script's observations
-	acts  []float32     // a script's actions
-	count []int64       // discrete actions taken this iteration, by index
-	m     Metrics       // this iteration's
-	stats scriptReturns // a script's episode returns
+	// league: it plays only in a league's seats (its Learner, if any,
+	// only acts: its view is one slot it never steps).
+	league bool
+	l      *Learner      // nil for a script
+	act    learner.Act   // a script's
+	slots  []int         // the env slots it acts for, in its own env order
+	obs    []float32     // a script's observations
+	acts   []float32     // a script's actions
+	count  []int64       // discrete actions taken this iteration, by index
+	m      Metrics       // this iteration's
+	stats  scriptReturns // a script's episode returns
 }
 
 // scriptReturns keeps a script's episode bookkeeping (a Learner keeps its
@@ -103,7 +107,7 @@ func newMulti(env envs.VecEnv, res learner.Resolved, cfgs []*Config, seed uint64
 	view := spec
 	view.Agents = nil
 	for i, name := range res.Names {
-		p := &maPolicy{name: name, train: res.Train[i]}
+		p := &maPolicy{name: name, train: res.Train[i], league: i < len(res.Member) && res.Member[i]}
 		for k := 0; k < m.slots; k++ {
 			if res.Agent[k%m.na] == i {
 				p.slots = append(p.slots, k)
@@ -122,10 +126,13 @@ func newMulti(env envs.VecEnv, res learner.Resolved, cfgs []*Config, seed uint64
 			if cfgs[i] != nil {
 				c = *cfgs[i]
 			}
-			if err := build(p, slotView{spec: view, n: len(p.slots)}, c); err != nil {
+			if err := build(p, slotView{spec: view, n: max(1, len(p.slots))}, c); err != nil {
 				return nil, fmt.Errorf("ppo: policy %s: %w", name, err)
 			}
 			p.l.frozen = !p.train
+			if p.league {
+				p.stats = scriptReturns{recent: make([]float64, 100)}
+			}
 		}
 		if spec.Action.Kind == envs.Discrete {
 			p.count = make([]int64, spec.Action.N)
@@ -136,6 +143,7 @@ func newMulti(env envs.VecEnv, res learner.Resolved, cfgs []*Config, seed uint64
 	m.obs, m.finalObs = make([]float32, n*m.od), make([]float32, n*m.od)
 	m.rewards, m.actions = make([]float32, n), make([]float32, n*m.ad)
 	m.term, m.trunc = make([]bool, n), make([]bool, n)
+	m.seats = newSeats(res, m.na, n, m.od, m.ad, seed)
 	if m.na == 2 && spec.Action.Kind == envs.Discrete {
 		m.joint = make([]int64, spec.Action.N*spec.Action.N)
 	}
@@ -222,7 +230,7 @@ func (m *multi) Iterate(ctx context.Context) (learner.Metrics, error) {
 	rollout := time.Since(start)
 	for i, p := range m.pols {
 		switch {
-		case p.l == nil:
+		case p.bookkept():
 			p.stats.finish(&p.m)
 		case p.train:
 			p.l.endRollout(&p.m, lens[i])
@@ -259,6 +267,9 @@ func (m *multi) rollout(ctx context.Context) ([]int64, error) {
 			return nil, fmt.Errorf("ppo: rollout: %w", err)
 		}
 		for _, p := range m.pols {
+			if p.league {
+				continue
+			}
 			src := p.acts
 			if p.l != nil {
 				p.l.actStep(t)
@@ -273,6 +284,7 @@ func (m *multi) rollout(ctx context.Context) ([]int64, error) {
 				}
 			}
 		}
+		m.actSeats(m.obs, m.actions, m.seats, nil)
 		if m.joint != nil {
 			for i := 0; i < m.slots; i += 2 {
 				m.joint[int(m.actions[i])*m.spec.Action.N+int(m.actions[i+1])]++
@@ -283,7 +295,11 @@ func (m *multi) rollout(ctx context.Context) ([]int64, error) {
 		}
 		m.timesteps += int64(m.slots / m.na)
 		m.scatterObs()
+		m.recordSeats()
 		for i, p := range m.pols {
+			if p.league {
+				continue
+			}
 			if p.l == nil {
 				p.recordScript(m)
 				continue
@@ -420,13 +436,23 @@ func (m *multi) Evaluate(ctx context.Context, env envs.VecEnv, seed uint64, epis
 		return learner.EvalResult{}, fmt.Errorf("ppo: evaluate: env %s does not match the learner's %s", spec.Name, m.spec.Name)
 	}
 	od, ad := m.od, m.ad
+	// A league agent plays its members in turn, instance by instance.
+	var seats []*seat
+	turn := func(s *seat, j int) int { ms := m.res.League[s.agent]; return ms[j%len(ms)] }
 	act := func(obs, acts []float32, n int) {
+		if seats == nil {
+			seats = newSeats(m.res, m.na, n, od, ad, seed)
+		}
+		m.actSeats(obs, acts, seats, turn)
 		for i, p := range m.pols {
 			var slots []int
 			for k := 0; k < n; k++ {
 				if m.res.Agent[k%m.na] == i {
 					slots = append(slots, k)
 				}
+			}
+			if len(slots) == 0 {
+				continue
 			}
 			o, a := make([]float32, len(slots)*od), make([]float32, len(slots)*ad)
 			for j, k := range slots {

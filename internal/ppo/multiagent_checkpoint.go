@@ -36,7 +36,10 @@ type multiHeader struct {
 	Iteration   int64            `json:"iteration"`
 	Timesteps   int64            `json:"timesteps"`
 	Obs         []float32        `json:"obs"`
-	Scripts     []scriptState    `json:"scripts"`
+	Scripts     []scriptState    `json:"scripts"` // every bookkept policy's (a script, a league member), in order
+	League      [][]int          `json:"league,omitempty"`
+	Member      []bool           `json:"league_member,omitempty"`
+	Seats       []seatState      `json:"seats,omitempty"`
 	EnvSnapshot []byte           `json:"env_snapshot,omitempty"`
 }
 
@@ -52,12 +55,15 @@ type scriptState struct {
 func (m *multi) Save(w io.Writer) error {
 	h := multiHeader{Env: m.spec.Name, Agents: m.spec.Agents, Slots: m.slots, Seed: m.seed,
 		Policies: m.res.Names, Specs: m.res.Policy, Agent: m.res.Agent, Train: m.res.Train,
-		Iteration: m.iteration, Timesteps: m.timesteps, Obs: m.obs}
+		Iteration: m.iteration, Timesteps: m.timesteps, Obs: m.obs,
+		League: m.res.League, Member: m.res.Member, Seats: m.seatStates()}
 	var payload []byte
 	for _, p := range m.pols {
-		if p.l == nil {
+		if p.bookkept() {
 			s := p.stats
 			h.Scripts = append(h.Scripts, scriptState{EpRet: s.epRet, Recent: s.recent, Next: s.next, N: s.n})
+		}
+		if p.l == nil {
 			continue
 		}
 		var b bytes.Buffer
@@ -106,12 +112,15 @@ func restoreMulti(data []byte, env envs.VecEnv) (*multi, error) {
 	case len(h.Obs) != h.Slots*spec.Observation.Dim() || h.Iteration < 0 || h.Timesteps < 0:
 		return nil, bad("per-slot state has the wrong size")
 	}
-	for _, a := range h.Agent {
-		if a < 0 || a >= len(h.Policies) {
-			return nil, bad("an agent maps to policy %d of %d", a, len(h.Policies))
+	if !leagueFits(h) {
+		return nil, bad("the league does not add up")
+	}
+	for a, i := range h.Agent {
+		if (i < 0 || i >= len(h.Policies)) && (i != -1 || h.League == nil || len(h.League[a]) == 0) {
+			return nil, bad("an agent maps to policy %d of %d", i, len(h.Policies))
 		}
 	}
-	res := learner.Resolved{Names: h.Policies, Agent: h.Agent, Policy: h.Specs, Train: h.Train}
+	res := learner.Resolved{Names: h.Policies, Agent: h.Agent, Policy: h.Specs, Train: h.Train, League: h.League, Member: h.Member}
 	subs, err := policyPayloads(h, body)
 	if err != nil {
 		return nil, fmt.Errorf("ppo: restore: %w", err)
@@ -127,7 +136,7 @@ func restoreMulti(data []byte, env envs.VecEnv) (*multi, error) {
 		return nil, fmt.Errorf("ppo: restore: %w", err)
 	}
 	for _, pol := range m.pols {
-		if pol.l != nil {
+		if !pol.bookkept() {
 			continue
 		}
 		if len(scripts) == 0 {
@@ -144,6 +153,9 @@ func restoreMulti(data []byte, env envs.VecEnv) (*multi, error) {
 		s.next, s.n = st.Next, st.N
 	}
 	m.iteration, m.timesteps = h.Iteration, h.Timesteps
+	if !m.restoreSeats(h.Seats) {
+		return nil, bad("the league's seats have the wrong size")
+	}
 	if s, ok := env.(Snapshotter); ok && len(h.EnvSnapshot) > 0 {
 		if err := s.RestoreSnapshot(h.EnvSnapshot); err != nil {
 			return nil, fmt.Errorf("ppo: restore: env %s: %w", spec.Name, err)
@@ -159,9 +171,11 @@ func restoreMulti(data []byte, env envs.VecEnv) (*multi, error) {
 			clear(l.epRet)
 			clear(l.epLen)
 			clear(l.ret)
-		} else {
-			clear(pol.stats.epRet)
 		}
+		clear(pol.stats.epRet)
+	}
+	for _, s := range m.seats {
+		clear(s.epRet)
 	}
 	if err := m.start(h.Seed ^ (uint64(h.Timesteps) * 0x9E3779B97F4A7C15)); err != nil {
 		return nil, fmt.Errorf("ppo: restore: %w", err)
@@ -280,7 +294,7 @@ func importedLearner(data []byte, want, self string, spec envs.Spec) (*Learner, 
 				agents++
 			}
 		}
-		old, err := Restore(bytes.NewReader(subs[i]), slotView{spec: spec, n: h.Slots / len(h.Agents) * agents})
+		old, err := Restore(bytes.NewReader(subs[i]), slotView{spec: spec, n: max(1, h.Slots/len(h.Agents)*agents)})
 		if err != nil {
 			return nil, fmt.Errorf("ppo: import policy %s from %s: %w", self, want, err)
 		}
@@ -297,4 +311,25 @@ func policyPayloads(h multiHeader, body []byte) ([][]byte, error) {
 		learned[i] = h.Specs[i].Script == ""
 	}
 	return splitLearned(body, h.Policies, learned, ErrCheckpoint)
+}
+
+// leagueFits checks a checkpoint's league against its agents and policies.
+func leagueFits(h multiHeader) bool {
+	if h.Member != nil && len(h.Member) != len(h.Policies) {
+		return false
+	}
+	if h.League == nil {
+		return true
+	}
+	if len(h.League) != len(h.Agents) || h.Member == nil {
+		return false
+	}
+	for _, ms := range h.League {
+		for _, i := range ms {
+			if i < 0 || i >= len(h.Policies) || !h.Member[i] {
+				return false
+			}
+		}
+	}
+	return true
 }

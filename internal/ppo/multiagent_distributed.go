@@ -173,8 +173,8 @@ func (a *multiActor) Collect(ctx context.Context, raw []byte, worker int, node s
 	fh := multiFragHeader{WeightVersion: h.Version, Worker: worker, Node: node, Slots: a.slots, RolloutSeconds: secs, Joint: a.joint}
 	var payload []byte
 	for _, p := range a.pols {
-		share := multiFragShare{Name: p.name, Learned: p.l != nil, Counts: p.count}
-		if p.l == nil {
+		share := multiFragShare{Name: p.name, Learned: !p.bookkept(), Counts: p.count}
+		if p.bookkept() {
 			share.Returns = p.stats.ended
 		} else {
 			b, err := p.l.fragment(ws[p.name], worker, node, secs).Encode()
@@ -227,7 +227,7 @@ func (t *multiTrainer) Learn(ctx context.Context, raw [][]byte) (learner.Metrics
 				p.count[a] += c
 			}
 		}
-		if p.l == nil {
+		if p.bookkept() {
 			for _, h := range frags {
 				for _, r := range h.Policies[i].Returns {
 					p.stats.take(r, &p.m)
@@ -300,7 +300,7 @@ func (t *multiTrainer) decodeFragment(b []byte) (multiFragHeader, [][]byte, erro
 	learned := make([]bool, len(h.Policies))
 	for i, s := range h.Policies {
 		p := t.pols[i]
-		if s.Name != p.name || s.Learned != (p.l != nil) || (len(s.Counts) != 0 && len(s.Counts) != len(p.count)) {
+		if s.Name != p.name || s.Learned != !p.bookkept() || (len(s.Counts) != 0 && len(s.Counts) != len(p.count)) {
 			return h, nil, fmt.Errorf("%w: policy %d is %s, the trainer's is %s", ErrFragment, i, s.Name, p.name)
 		}
 		learned[i] = s.Learned

@@ -81,7 +81,7 @@ func TestMultiAgentLearnsFromFragments(t *testing.T) {
 		Mapping:  map[string]string{"agent_0": "learner", "agent_1": "still"},
 		Train:    []string{"learner"},
 	}
-	for name, ma := range map[string]*learner.MultiAgent{"versus tft": versusTFT, "two policies": twoPolicies, "frozen": frozen, "shared": nil} {
+	for name, ma := range map[string]*learner.MultiAgent{"versus tft": versusTFT, "two policies": twoPolicies, "frozen": frozen, "shared": nil, "league": league} {
 		t.Run(name, func(t *testing.T) {
 			k := learner.Knobs{Seed: 3, Workers: 2, EpisodeLength: 32, MultiAgent: ma}
 			s := newDistSim(t, ipd.Spec(), func(n int) envs.VecEnv { return ipdEnv(t, n) }, 2, 3, k)

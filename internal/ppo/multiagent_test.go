@@ -26,6 +26,13 @@ var (
 		Policies: map[string]learner.Policy{"learner": {}, "tft": {Script: "tit_for_tat"}},
 		Mapping:  map[string]string{"agent_0": "learner", "agent_1": "tft"},
 	}
+	// league: agent_1 plays tit-for-tat or a frozen fresh network, drawn
+	// per episode.
+	league = &learner.MultiAgent{
+		Policies: map[string]learner.Policy{"learner": {}, "tft": {Script: "tit_for_tat"}, "still": {}},
+		Mapping:  map[string]string{"agent_0": "learner"},
+		League:   map[string][]string{"agent_1": {"tft", "still"}},
+	}
 	twoPolicies = &learner.MultiAgent{
 		Policies: map[string]learner.Policy{"agent_0": {}, "agent_1": {Hyperparameters: map[string]any{"learning_rate": 1e-3}}},
 		Mapping:  map[string]string{"agent_*": "agent_0", "agent_1": "agent_1"},
@@ -33,7 +40,7 @@ var (
 )
 
 func TestMultiAgentResumeIsExact(t *testing.T) {
-	for name, ma := range map[string]*learner.MultiAgent{"versus tft": versusTFT, "two policies": twoPolicies, "shared": nil} {
+	for name, ma := range map[string]*learner.MultiAgent{"versus tft": versusTFT, "two policies": twoPolicies, "shared": nil, "league": league} {
 		t.Run(name, func(t *testing.T) {
 			knobs := learner.Knobs{Seed: 7, Workers: 2, EpisodeLength: 48, MultiAgent: ma}
 			a, err := Factory{}.New(learner.Env{Train: ipdEnv(t, 3)}, knobs)
@@ -137,5 +144,36 @@ func TestMultiAgentSpecErrors(t *testing.T) {
 				t.Fatalf("CheckEnv: %v, want a field error on %s", err, tc.field)
 			}
 		})
+	}
+}
+
+// TestLeagueDrawsEachEpisode: the league agent's episodes are played
+// against both members, counted in each member's numbers; the members do
+// not train; evaluation plays them in turn.
+func TestLeagueDrawsEachEpisode(t *testing.T) {
+	l, err := Factory{}.New(learner.Env{Train: ipdEnv(t, 8)}, learner.Knobs{Seed: 5, Workers: 1, EpisodeLength: 100, MultiAgent: league})
+	if err != nil {
+		t.Fatal(err)
+	}
+	episodes := map[string]float64{}
+	for range 4 {
+		m, err := l.Iterate(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{"learner", "tft", "still"} {
+			episodes[p] += m.Values["policy/"+p+"/episodes"]
+		}
+		if _, ok := m.Values["policy/still/policy_loss"]; ok {
+			t.Fatal("a league member trains")
+		}
+	}
+	// 8 instances × 4 episodes: the learner plays all 32, the members share them.
+	if episodes["learner"] != 32 || episodes["tft"]+episodes["still"] != 32 || episodes["tft"] < 6 || episodes["still"] < 6 {
+		t.Fatalf("episodes by policy: %v", episodes)
+	}
+	ev, err := l.Evaluate(context.Background(), ipdEnv(t, 4), 1, 8)
+	if err != nil || ev.Episodes < 8 {
+		t.Fatalf("evaluate: %+v %v", ev, err)
 	}
 }

@@ -73,11 +73,13 @@ type Spec struct {
 	// Hyperparameters override the algorithm's learner config by its
 	// JSON names (learner.Overlay).
 	Hyperparameters map[string]any `json:"hyperparameters,omitempty" doc:"Overrides of the algorithm's hyper-parameters by name (GET /v1/algorithms lists them with their defaults): ppo's learning_rate, gamma, gae_lambda, epochs, clip_coef, entropy_coef, hidden, normalize_obs, ...; dqn's buffer_size, learning_starts, train_freq, exploration_fraction, ...)."`
-	// Policies, PolicyMapping and PoliciesToTrain are a multi-agent
-	// run's (learner.MultiAgent; docs/training.md "Multi-agent runs").
+	// Policies, PolicyMapping, PoliciesToTrain and League are a
+	// multi-agent run's (learner.MultiAgent; docs/training.md "Multi-agent
+	// runs").
 	Policies        map[string]learner.Policy `json:"policies,omitempty" doc:"Multi-agent envs: the run's policies by name, each a network with its own hyper-parameters over the run's, or a fixed script (tit_for_tat). Default: one policy, shared, for every agent."`
 	PolicyMapping   map[string]string         `json:"policy_mapping,omitempty" doc:"Multi-agent envs: agent name or pattern (agent_*) → policy; an agent's own name wins over patterns, a more literal pattern over a less literal one. Required with more than one policy."`
-	PoliciesToTrain []string                  `json:"policies_to_train,omitempty" maxItems:"64" doc:"Multi-agent envs: the policies that learn; the others stay frozen. Default: every policy that is not a script or a checkpoint."`
+	PoliciesToTrain []string                  `json:"policies_to_train,omitempty" maxItems:"64" doc:"Multi-agent envs: the policies that learn; the others stay frozen. Default: every policy that is not a script, a checkpoint or a league member."`
+	League          map[string][]string       `json:"league,omitempty" doc:"Multi-agent envs: agent name or pattern → the frozen policies it plays, one drawn at the start of each of its episodes (a league of opponents). A league member plays only there and never trains; policy_mapping need not name the agent."`
 	Iterations      int                       `json:"iterations,omitempty" minimum:"0" doc:"Stop after this many iterations (default 500)."`
 	TargetReturn    *float64                  `json:"target_return,omitempty" doc:"Stop as soon as the mean return of the last 100 episodes reaches this."`
 	CheckpointEvery int                       `json:"checkpoint_every,omitempty" minimum:"0" doc:"Iterations between checkpoints (default 10)."`
@@ -258,8 +260,8 @@ func (s Spec) Validate() error {
 // Knobs are what the spec sets of the built-in learner's config.
 func (s Spec) Knobs() learner.Knobs {
 	k := learner.Knobs{Seed: s.Seed, Workers: s.Workers, EpisodeLength: s.EpisodeLength, BatchSize: s.BatchSize, Hyperparameters: s.Hyperparameters}
-	if len(s.Policies) > 0 || len(s.PolicyMapping) > 0 || s.PoliciesToTrain != nil {
-		k.MultiAgent = &learner.MultiAgent{Policies: s.Policies, Mapping: s.PolicyMapping, Train: s.PoliciesToTrain}
+	if len(s.Policies) > 0 || len(s.PolicyMapping) > 0 || s.PoliciesToTrain != nil || len(s.League) > 0 {
+		k.MultiAgent = &learner.MultiAgent{Policies: s.Policies, Mapping: s.PolicyMapping, Train: s.PoliciesToTrain, League: s.League}
 	}
 	return k
 }
