@@ -614,10 +614,9 @@ func (r *Runner) rolloutOnce(ctx context.Context, bus *objstore.Store, in Rollou
 
 // distributed is the spec's algorithm's distributed learner.
 func (s Spec) distributed() (learner.Distributor, error) {
-	a, ok := LookupAlgorithm(s.Algorithm)
-	d, ok2 := a.Learner.(learner.Distributor)
-	if !ok || !ok2 {
-		return nil, &FieldError{Field: "rollout_workers", Reason: fmt.Sprintf("algorithm %q has no distributed learner", s.Algorithm)}
+	a, _ := LookupAlgorithm(s.Algorithm)
+	if d, ok := a.Learner.(learner.Distributor); ok {
+		return d, nil
 	}
-	return d, nil
+	return nil, &FieldError{Field: "rollout_workers", Reason: fmt.Sprintf("algorithm %q has no distributed learner", s.Algorithm)}
 }
