@@ -7,7 +7,7 @@
 PLUGINS_OUT := $(CACHE)/plugins
 ASC := sdk/assemblyscript/node_modules/.bin/asc
 GO_PLUGINS := cartpole pendulum shaping tictactoe ipd spread
-AS_PLUGINS := cartpole-as reward-clip-as goleft
+AS_PLUGINS := cartpole-as reward-clip-as goleft ipd-as
 AS_SDK_SRC := $(wildcard sdk/assemblyscript/assembly/*.ts)
 
 .PHONY: plugins plugins-go plugins-clean FORCE_PLUGINS sdk-go-test sdk-go-bench
@@ -32,6 +32,11 @@ $(PLUGINS_OUT)/cartpole-as.wasm: $(ASC) $(AS_SDK_SRC) $(wildcard plugins/cartpol
 $(PLUGINS_OUT)/reward-clip-as.wasm: $(ASC) $(AS_SDK_SRC) $(wildcard plugins/reward-clip-as/assembly/*.ts)
 	@mkdir -p $(PLUGINS_OUT)
 	$(ASC) plugins/reward-clip-as/assembly/index.ts -o $@ --runtime incremental -O3 --noAssert \
+	  --use abort=sdk/assemblyscript/assembly/index/abortTrap
+
+$(PLUGINS_OUT)/ipd-as.wasm: $(ASC) $(AS_SDK_SRC) $(wildcard plugins/ipd-as/assembly/*.ts)
+	@mkdir -p $(PLUGINS_OUT)
+	$(ASC) plugins/ipd-as/assembly/index.ts -o $@ --runtime incremental -O3 --noAssert \
 	  --use abort=sdk/assemblyscript/assembly/index/abortTrap
 
 $(PLUGINS_OUT)/goleft.wasm: $(ASC) $(AS_SDK_SRC) sdk/assemblyscript/template/assembly/index.ts

@@ -38,6 +38,32 @@ export abstract class Env {
   restore(buf: usize): void {}
 }
 
+/**
+ * One instance of a multi-agent game (docs/plugin-abi.md, "Multi-agent
+ * envs"): every buffer holds all agents' values in agent order. The SDK
+ * batches instances into slots (instance-major, one per agent), keeps each
+ * finished agent out until the instance's last one finishes, then resets
+ * the instance.
+ */
+export abstract class MultiAgentEnv {
+  /** Reseed the instance's random source. */
+  abstract seed(seed: u64): void;
+  /** Start an episode: write agents × obsDim f32 at obs. */
+  abstract reset(obs: usize): void;
+  /**
+   * Apply every agent's action (agents × actDim f32 at actions; a finished
+   * agent's is to be ignored), then write every agent's next observation at
+   * obs, its reward (f32) at rewards and whether its episode ended this
+   * step (u8 0/1) at terminated. A finished agent is asked again until all
+   * are done; its reward then counts for nothing.
+   */
+  abstract step(actions: usize, obs: usize, rewards: usize, terminated: usize): void;
+  /** As Env.stateSize: bytes save() writes, -1 when it cannot. */
+  stateSize(): i32 { return -1; }
+  save(buf: usize): void {}
+  restore(buf: usize): void {}
+}
+
 // Registration (one plugin per module).
 let metaPtr: usize = 0;
 let metaLen: i32 = 0;
@@ -54,6 +80,11 @@ let maxSteps: i32 = 0;
  */
 export function registerEnv(meta: string, obsDimension: i32, actDimension: i32, discreteN: i32,
   maxEpisodeSteps: i32, make: () => Env): void {
+  registerSpaces(meta, obsDimension, actDimension, discreteN, maxEpisodeSteps);
+  factory = make;
+}
+
+function registerSpaces(meta: string, obsDimension: i32, actDimension: i32, discreteN: i32, maxEpisodeSteps: i32): void {
   const full = '{"abi_version":1,"kind":"env",' + meta.slice(1);
   const buf = String.UTF8.encode(full);
   metaPtr = changetype<usize>(buf);
@@ -62,7 +93,21 @@ export function registerEnv(meta: string, obsDimension: i32, actDimension: i32, 
   actDim = actDimension;
   actN = discreteN;
   maxSteps = maxEpisodeSteps;
-  factory = make;
+}
+
+let maFactory: (() => MultiAgentEnv) | null = null;
+let nAgents: i32 = 0;
+
+/**
+ * Registers a multi-agent environment: meta names its agents ("agents":
+ * [...], agents of them) and the spaces every agent shares; as registerEnv
+ * otherwise. init's n is then instances × agents.
+ */
+export function registerMultiAgentEnv(meta: string, agents: i32, obsDimension: i32, actDimension: i32, discreteN: i32,
+  maxEpisodeSteps: i32, make: () => MultiAgentEnv): void {
+  registerSpaces(meta, obsDimension, actDimension, discreteN, maxEpisodeSteps);
+  nAgents = agents;
+  maFactory = make;
 }
 
 /** A reward-shaping function over one transition (pointers to f32 vectors). */
@@ -121,6 +166,7 @@ export function free(ptr: usize): void {
 export function init(n: i32, seed: u64): i32 {
   if (n <= 0) return fail(STATUS_BAD_INPUT, "init: n must be > 0, got " + n.toString());
   if (rewardFn != null) return STATUS_OK;
+  if (maFactory != null) return maInit(n);
   if (factory == null) return fail(STATUS_FAULT, "init: no env registered");
   // Instances are kept across inits (a pooled instance is re-inited).
   while (envs.length < n) {
@@ -134,6 +180,7 @@ export function init(n: i32, seed: u64): i32 {
 export function reset(seed: u64, obs: usize): i32 {
   if (nEnvs == 0) return fail(STATUS_BAD_INPUT, "reset before init");
   if (obs == 0) return fail(STATUS_BAD_INPUT, "reset: null obs");
+  if (maFactory != null) return maReset(seed, obs);
   const ob = <usize>obsDim << 2;
   for (let i = 0; i < nEnvs; i++) {
     const e = unchecked(envs[i]);
@@ -203,6 +250,7 @@ export function stepBatch(n: i32, actions: usize, obs: usize, rewards: usize, te
   if (actions == 0 || obs == 0 || rewards == 0 || term == 0 || trunc == 0 || finalObs == 0) {
     return fail(STATUS_BAD_INPUT, "step_batch: null buffer");
   }
+  if (maFactory != null) return maStep(actions, obs, rewards, term, trunc, finalObs);
   if (!checkActions(actions, n * actDim)) return fail(STATUS_BAD_INPUT, "step_batch: action outside the action space");
   // Unrolled by 8 for the same reason as checkActions.
   let i = 0;
@@ -244,6 +292,7 @@ function stateBytes(): i32 {
 export function envSave(buf: usize, capacity: u32, outLen: usize): i32 {
   if (nEnvs == 0) return fail(STATUS_BAD_INPUT, "env_save before init");
   if (buf == 0 || outLen == 0) return fail(STATUS_BAD_INPUT, "env_save: null buffer");
+  if (maFactory != null) return maSave(buf, capacity, outLen);
   const total = stateBytes();
   if (total < 0) {
     store<u32>(outLen, 0);
@@ -271,6 +320,7 @@ export function envSave(buf: usize, capacity: u32, outLen: usize): i32 {
 export function envRestore(buf: usize, n: u32): i32 {
   if (nEnvs == 0) return fail(STATUS_BAD_INPUT, "env_restore before init");
   if (buf == 0) return fail(STATUS_BAD_INPUT, "env_restore: null buffer");
+  if (maFactory != null) return maRestore(buf, n);
   const total = stateBytes();
   if (total < 0) return fail(STATUS_BAD_INPUT, "env_restore: this env cannot restore a state");
   if (<u32>total != n) {
@@ -293,6 +343,159 @@ export function envRestore(buf: usize, n: u32): i32 {
     e.truncated = load<u8>(p, 5) != 0;
     e.restore(p + ENV_STATE_HEAD);
     p += <usize>(ENV_STATE_HEAD + e.stateSize());
+  }
+  return STATUS_OK;
+}
+
+// Multi-agent batches: instance i's agent a is slot i·agents + a.
+let games = new Array<MultiAgentEnv>(0);
+let gameSteps = new Array<i32>(0);
+let slotDone = new Array<bool>(0);
+let nGames: i32 = 0;
+let maObs: usize = 0; // one instance's agents × obsDim f32
+let maRew: usize = 0; // agents f32
+let maTerm: usize = 0; // agents u8
+
+function maInit(n: i32): i32 {
+  if (n % nAgents != 0) {
+    return fail(STATUS_BAD_INPUT, "init: n = " + n.toString() + " slots is not a whole number of instances of " + nAgents.toString() + " agents");
+  }
+  while (games.length < n / nAgents) {
+    games.push(maFactory!());
+    gameSteps.push(0);
+  }
+  while (slotDone.length < n) slotDone.push(false);
+  nGames = n / nAgents;
+  nEnvs = n;
+  if (maObs == 0) {
+    maObs = heap.alloc(<usize>(nAgents * obsDim) << 2);
+    maRew = heap.alloc(<usize>nAgents << 2);
+    maTerm = heap.alloc(<usize>nAgents);
+  }
+  return STATUS_OK;
+}
+
+function maReset(seed: u64, obs: usize): i32 {
+  const w = <usize>(nAgents * obsDim) << 2;
+  for (let i = 0; i < nGames; i++) {
+    const g = unchecked(games[i]);
+    g.seed(seed + <u64>i);
+    g.reset(obs + <usize>i * w);
+    unchecked(gameSteps[i] = 0);
+  }
+  for (let k = 0; k < nEnvs; k++) unchecked(slotDone[k] = false);
+  return STATUS_OK;
+}
+
+function maStep(actions: usize, obs: usize, rewards: usize, term: usize, trunc: usize, finalObs: usize): i32 {
+  const ab = <usize>actDim << 2;
+  if (actN > 0) {
+    const n = <f32>actN;
+    for (let k = 0; k < nEnvs; k++) {
+      if (unchecked(slotDone[k])) continue; // a finished agent's action is ignored
+      for (let d = 0; d < actDim; d++) {
+        if (!validDiscrete(load<f32>(actions + <usize>k * ab + (<usize>d << 2)), n)) {
+          return fail(STATUS_BAD_INPUT, "step_batch: slot " + k.toString() + ": action outside the action space");
+        }
+      }
+    }
+  }
+  const ob = <usize>obsDim << 2;
+  const w = <usize>nAgents * ob;
+  for (let i = 0; i < nGames; i++) {
+    const g = unchecked(games[i]);
+    const lo = i * nAgents;
+    g.step(actions + <usize>lo * ab, maObs, maRew, maTerm);
+    const s = unchecked(gameSteps[i]) + 1;
+    unchecked(gameSteps[i] = s);
+    const limit = maxSteps > 0 && s >= maxSteps;
+    memory.copy(obs + <usize>i * w, maObs, w);
+    let all = true;
+    for (let a = 0; a < nAgents; a++) {
+      const k = lo + a;
+      const ku = <usize>k;
+      store<f32>(rewards + (ku << 2), 0);
+      store<u8>(term + ku, 0);
+      store<u8>(trunc + ku, 0);
+      if (!unchecked(slotDone[k])) {
+        const te = load<u8>(maTerm + <usize>a) != 0;
+        const tr = limit && !te;
+        store<f32>(rewards + (ku << 2), load<f32>(maRew + (<usize>a << 2)));
+        store<u8>(term + ku, <u8>te);
+        store<u8>(trunc + ku, <u8>tr);
+        if (te || tr) {
+          unchecked(slotDone[k] = true);
+          memory.copy(finalObs + ku * ob, maObs + <usize>a * ob, ob);
+        }
+      }
+      all = all && unchecked(slotDone[k]);
+    }
+    if (all) {
+      g.reset(obs + <usize>i * w);
+      unchecked(gameSteps[i] = 0);
+      for (let a = 0; a < nAgents; a++) unchecked(slotDone[lo + a] = false);
+    }
+  }
+  return STATUS_OK;
+}
+
+// Multi-agent env state: per instance, u32 steps since its reset, one u8
+// per agent (finished, waiting for the others), u32 length, then that many
+// bytes of MultiAgentEnv.save.
+function maStateBytes(): i32 {
+  let total = 0;
+  for (let i = 0; i < nGames; i++) {
+    const k = unchecked(games[i]).stateSize();
+    if (k < 0) return -1;
+    total += 8 + nAgents + k;
+  }
+  return total;
+}
+
+function maSave(buf: usize, capacity: u32, outLen: usize): i32 {
+  const total = maStateBytes();
+  if (total < 0) {
+    store<u32>(outLen, 0);
+    return fail(STATUS_BAD_INPUT, "env_save: this env cannot save its state");
+  }
+  store<u32>(outLen, <u32>total);
+  if (<u32>total > capacity) {
+    return fail(STATUS_BAD_INPUT, "env_save: state is " + total.toString() + " bytes, buffer holds " + capacity.toString());
+  }
+  let p = buf;
+  for (let i = 0; i < nGames; i++) {
+    const g = unchecked(games[i]);
+    const k = g.stateSize();
+    store<u32>(p, <u32>unchecked(gameSteps[i]));
+    for (let a = 0; a < nAgents; a++) store<u8>(p + 4 + <usize>a, <u8>unchecked(slotDone[i * nAgents + a]));
+    store<u32>(p + 4 + <usize>nAgents, <u32>k);
+    g.save(p + 8 + <usize>nAgents);
+    p += <usize>(8 + nAgents + k);
+  }
+  return STATUS_OK;
+}
+
+function maRestore(buf: usize, n: u32): i32 {
+  const total = maStateBytes();
+  if (total < 0) return fail(STATUS_BAD_INPUT, "env_restore: this env cannot restore a state");
+  if (<u32>total != n) {
+    return fail(STATUS_BAD_INPUT, "env_restore: " + n.toString() + " bytes, " + nGames.toString() + " instances take " + total.toString());
+  }
+  let p = buf;
+  for (let i = 0; i < nGames; i++) {
+    const k = unchecked(games[i]).stateSize();
+    if (load<u32>(p + 4 + <usize>nAgents) != <u32>k) {
+      return fail(STATUS_BAD_INPUT, "env_restore: instance " + i.toString() + " has " + load<u32>(p + 4 + <usize>nAgents).toString() + " bytes, want " + k.toString());
+    }
+    p += <usize>(8 + nAgents + k);
+  }
+  p = buf;
+  for (let i = 0; i < nGames; i++) {
+    const g = unchecked(games[i]);
+    unchecked(gameSteps[i] = <i32>load<u32>(p));
+    for (let a = 0; a < nAgents; a++) unchecked(slotDone[i * nAgents + a] = load<u8>(p + 4 + <usize>a) != 0);
+    g.restore(p + 8 + <usize>nAgents);
+    p += <usize>(8 + nAgents + g.stateSize());
   }
   return STATUS_OK;
 }
