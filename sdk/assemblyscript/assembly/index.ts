@@ -292,8 +292,7 @@ function stateBytes(): i32 {
 export function envSave(buf: usize, capacity: u32, outLen: usize): i32 {
   if (nEnvs == 0) return fail(STATUS_BAD_INPUT, "env_save before init");
   if (buf == 0 || outLen == 0) return fail(STATUS_BAD_INPUT, "env_save: null buffer");
-  if (maFactory != null) return maSave(buf, capacity, outLen);
-  const total = stateBytes();
+  const total = maFactory != null ? maStateBytes() : stateBytes();
   if (total < 0) {
     store<u32>(outLen, 0);
     return fail(STATUS_BAD_INPUT, "env_save: this env cannot save its state");
@@ -301,6 +300,10 @@ export function envSave(buf: usize, capacity: u32, outLen: usize): i32 {
   store<u32>(outLen, <u32>total);
   if (<u32>total > capacity) {
     return fail(STATUS_BAD_INPUT, "env_save: state is " + total.toString() + " bytes, buffer holds " + capacity.toString());
+  }
+  if (maFactory != null) {
+    maSave(buf);
+    return STATUS_OK;
   }
   let p = buf;
   for (let i = 0; i < nEnvs; i++) {
@@ -320,12 +323,12 @@ export function envSave(buf: usize, capacity: u32, outLen: usize): i32 {
 export function envRestore(buf: usize, n: u32): i32 {
   if (nEnvs == 0) return fail(STATUS_BAD_INPUT, "env_restore before init");
   if (buf == 0) return fail(STATUS_BAD_INPUT, "env_restore: null buffer");
-  if (maFactory != null) return maRestore(buf, n);
-  const total = stateBytes();
+  const total = maFactory != null ? maStateBytes() : stateBytes();
   if (total < 0) return fail(STATUS_BAD_INPUT, "env_restore: this env cannot restore a state");
   if (<u32>total != n) {
-    return fail(STATUS_BAD_INPUT, "env_restore: " + n.toString() + " bytes, " + nEnvs.toString() + " envs take " + total.toString());
+    return fail(STATUS_BAD_INPUT, "env_restore: " + n.toString() + " bytes, " + nEnvs.toString() + " slots take " + total.toString());
   }
+  if (maFactory != null) return maRestore(buf);
   // Check every length before any env changes.
   let p = buf;
   for (let i = 0; i < nEnvs; i++) {
@@ -452,16 +455,8 @@ function maStateBytes(): i32 {
   return total;
 }
 
-function maSave(buf: usize, capacity: u32, outLen: usize): i32 {
-  const total = maStateBytes();
-  if (total < 0) {
-    store<u32>(outLen, 0);
-    return fail(STATUS_BAD_INPUT, "env_save: this env cannot save its state");
-  }
-  store<u32>(outLen, <u32>total);
-  if (<u32>total > capacity) {
-    return fail(STATUS_BAD_INPUT, "env_save: state is " + total.toString() + " bytes, buffer holds " + capacity.toString());
-  }
+// maSave writes maStateBytes() bytes at buf (envSave checked the room).
+function maSave(buf: usize): void {
   let p = buf;
   for (let i = 0; i < nGames; i++) {
     const g = unchecked(games[i]);
@@ -472,15 +467,11 @@ function maSave(buf: usize, capacity: u32, outLen: usize): i32 {
     g.save(p + 8 + <usize>nAgents);
     p += <usize>(8 + nAgents + k);
   }
-  return STATUS_OK;
 }
 
-function maRestore(buf: usize, n: u32): i32 {
-  const total = maStateBytes();
-  if (total < 0) return fail(STATUS_BAD_INPUT, "env_restore: this env cannot restore a state");
-  if (<u32>total != n) {
-    return fail(STATUS_BAD_INPUT, "env_restore: " + n.toString() + " bytes, " + nGames.toString() + " instances take " + total.toString());
-  }
+// maRestore puts back maStateBytes() bytes from maSave (envRestore checked
+// the total).
+function maRestore(buf: usize): i32 {
   let p = buf;
   for (let i = 0; i < nGames; i++) {
     const k = unchecked(games[i]).stateSize();
