@@ -435,36 +435,41 @@ func (m *multi) Evaluate(ctx context.Context, env envs.VecEnv, seed uint64, epis
 	if len(spec.Agents) != m.na || spec.Observation.Dim() != m.od || spec.Action.Dim() != m.ad {
 		return learner.EvalResult{}, fmt.Errorf("ppo: evaluate: env %s does not match the learner's %s", spec.Name, m.spec.Name)
 	}
-	od, ad := m.od, m.ad
-	// A league agent plays its members in turn, instance by instance.
-	var seats []*seat
-	turn := func(s *seat, j int) int { ms := m.res.League[s.agent]; return ms[j%len(ms)] }
-	act := func(obs, acts []float32, n int) {
-		if seats == nil {
-			seats = newSeats(m.res, m.na, n, od, ad, seed)
+	od, ad, n := m.od, m.ad, env.NumEnvs()
+	// Each policy's slots of env and its buffers, made once; a league
+	// agent plays its members in turn, instance by instance.
+	type group struct {
+		slots []int
+		o, a  []float32
+	}
+	groups := make([]group, len(m.pols))
+	for k := 0; k < n; k++ {
+		if i := m.res.Agent[k%m.na]; i >= 0 {
+			groups[i].slots = append(groups[i].slots, k)
 		}
+	}
+	for i := range groups {
+		groups[i].o, groups[i].a = make([]float32, len(groups[i].slots)*od), make([]float32, len(groups[i].slots)*ad)
+	}
+	seats := newSeats(m.res, m.na, n, od, ad, seed)
+	turn := func(s *seat, j int) int { ms := m.res.League[s.agent]; return ms[j%len(ms)] }
+	act := func(obs, acts []float32, _ int) {
 		m.actSeats(obs, acts, seats, turn)
 		for i, p := range m.pols {
-			var slots []int
-			for k := 0; k < n; k++ {
-				if m.res.Agent[k%m.na] == i {
-					slots = append(slots, k)
-				}
-			}
-			if len(slots) == 0 {
+			g := groups[i]
+			if len(g.slots) == 0 {
 				continue
 			}
-			o, a := make([]float32, len(slots)*od), make([]float32, len(slots)*ad)
-			for j, k := range slots {
-				copy(o[j*od:(j+1)*od], obs[k*od:(k+1)*od])
+			for j, k := range g.slots {
+				copy(g.o[j*od:(j+1)*od], obs[k*od:(k+1)*od])
 			}
 			if p.l != nil {
-				_ = p.l.Act(o, a) // sizes match by construction
+				_ = p.l.Act(g.o, g.a) // sizes match by construction
 			} else {
-				p.act(o, a, len(slots))
+				p.act(g.o, g.a, len(g.slots))
 			}
-			for j, k := range slots {
-				copy(acts[k*ad:(k+1)*ad], a[j*ad:(j+1)*ad])
+			for j, k := range g.slots {
+				copy(acts[k*ad:(k+1)*ad], g.a[j*ad:(j+1)*ad])
 			}
 		}
 	}
