@@ -76,7 +76,7 @@ func (l *Learner) Save(w io.Writer) error {
 		NumParams: len(l.params), AdamStep: l.adam.Step, RNG: rng,
 		ObsRMS: l.obsRMS, RetRMS: l.retRMS, Ret: l.ret, Obs: l.obs,
 		EpRet: l.epRet, EpLen: l.epLen,
-		Recent: l.recent, RecentNext: l.recentNext, RecentN: l.recentN,
+		Recent: l.recent.buf, RecentNext: l.recent.next, RecentN: l.recent.n,
 	}
 	if s, ok := l.env.(Snapshotter); ok {
 		if h.EnvSnapshot, err = s.Snapshot(); err != nil {
@@ -154,9 +154,9 @@ func Restore(r io.Reader, env envs.VecEnv) (*Learner, error) {
 		return nil, bad("normalisation statistics have the wrong size")
 	case len(h.Ret) != n || len(h.Obs) != n*l.od || len(h.EpRet) != n || len(h.EpLen) != n:
 		return nil, bad("per-env state has the wrong size")
-	case len(h.Recent) != len(l.recent) || h.RecentNext < 0 || h.RecentNext >= len(l.recent):
+	case !l.recent.restore(h.Recent, h.RecentNext, h.RecentN):
 		return nil, bad("recent-returns window has the wrong size")
-	case h.Iteration < 0 || h.Timesteps < 0 || h.RecentN < 0:
+	case h.Iteration < 0 || h.Timesteps < 0:
 		return nil, bad("negative counters")
 	}
 	if err := l.pcg.UnmarshalBinary(h.RNG); err != nil {
@@ -165,8 +165,6 @@ func Restore(r io.Reader, env envs.VecEnv) (*Learner, error) {
 	l.adam.Step = h.AdamStep
 	l.iteration, l.timesteps = h.Iteration, h.Timesteps
 	l.obsRMS, l.retRMS = h.ObsRMS, h.RetRMS
-	copy(l.recent, h.Recent)
-	l.recentNext, l.recentN = h.RecentNext, h.RecentN
 	if s, ok := env.(Snapshotter); ok && len(h.EnvSnapshot) > 0 {
 		if err := s.RestoreSnapshot(h.EnvSnapshot); err != nil {
 			return nil, fmt.Errorf("ppo: restore: env %s: %w", spec.Name, err)

@@ -308,14 +308,9 @@ func (l *Learner) Learn(ctx context.Context, frags []*Fragment) (Metrics, error)
 // window; it returns their summed lengths.
 func (l *Learner) takeEpisodes(f *Fragment, m *Metrics) (lenSum int64) {
 	for j, r := range f.EpisodeReturns {
-		m.Episodes++
-		m.EpisodeReturnMean += r
-		m.EpisodeReturnMin = min(m.EpisodeReturnMin, r)
-		m.EpisodeReturnMax = max(m.EpisodeReturnMax, r)
+		m.countEpisode(r)
 		lenSum += f.EpisodeLengths[j]
-		l.recent[l.recentNext] = r
-		l.recentNext = (l.recentNext + 1) % len(l.recent)
-		l.recentN++
+		l.recent.add(r)
 	}
 	return lenSum
 }

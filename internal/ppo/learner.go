@@ -88,8 +88,7 @@ type Learner struct {
 	term, trunc            []bool
 	epRet                  []float64
 	epLen                  []int64
-	recent                 []float64 // ring of recent episode returns
-	recentNext, recentN    int
+	recent                 returnWindow
 
 	iteration, timesteps int64
 
@@ -216,7 +215,7 @@ func build(env envs.VecEnv, cfg Config) (*Learner, error) {
 	l.rewards, l.actions = make([]float32, n), make([]float32, n*l.ad)
 	l.term, l.trunc = make([]bool, n), make([]bool, n)
 	l.epRet, l.epLen = make([]float64, n), make([]int64, n)
-	l.recent = make([]float64, cfg.ReturnWindow)
+	l.recent = newReturnWindow(cfg.ReturnWindow)
 	l.scratch = make([]float64, 2*max(l.od, 1))
 	l.normObs, l.finNorm = make([]float64, n*l.od), make([]float64, n*l.od)
 
@@ -293,16 +292,7 @@ func (l *Learner) learn(ctx context.Context, m *Metrics, start time.Time, rollou
 }
 
 // finishRecent sets m's recent-returns window.
-func (l *Learner) finishRecent(m *Metrics) {
-	m.RecentEpisodes = min(l.recentN, len(l.recent))
-	if m.RecentEpisodes > 0 {
-		var s float64
-		for _, r := range l.recent[:m.RecentEpisodes] {
-			s += r
-		}
-		m.RecentReturnMean = s / float64(m.RecentEpisodes)
-	}
-}
+func (l *Learner) finishRecent(m *Metrics) { l.recent.fill(m) }
 
 // collect runs the rollout into l.buf.
 func (l *Learner) collect(ctx context.Context, m *Metrics) error {
@@ -423,14 +413,9 @@ func (l *Learner) scaleRewards(rew []float64) {
 
 func (l *Learner) finishEpisode(i int, m *Metrics, lenSum *int64) {
 	r := l.epRet[i]
-	m.Episodes++
-	m.EpisodeReturnMean += r
-	m.EpisodeReturnMin = min(m.EpisodeReturnMin, r)
-	m.EpisodeReturnMax = max(m.EpisodeReturnMax, r)
+	m.countEpisode(r)
 	*lenSum += l.epLen[i]
-	l.recent[l.recentNext] = r
-	l.recentNext = (l.recentNext + 1) % len(l.recent)
-	l.recentN++
+	l.recent.add(r)
 	if l.track != nil {
 		l.track.epRet = append(l.track.epRet, r)
 		l.track.epLen = append(l.track.epLen, l.epLen[i])
@@ -742,4 +727,50 @@ func explainedVariance(values, returns []float64) float64 {
 		return 0 // undefined; 0 keeps Metrics JSON-encodable
 	}
 	return 1 - vd/vr
+}
+
+// returnWindow is the ring of the last len(buf) episode returns: the
+// run's stop criterion and its recent_return_mean.
+type returnWindow struct {
+	buf     []float64
+	next, n int // n: returns added, ever
+}
+
+func newReturnWindow(size int) returnWindow { return returnWindow{buf: make([]float64, size)} }
+
+func (w *returnWindow) add(r float64) {
+	w.buf[w.next] = r
+	w.next = (w.next + 1) % len(w.buf)
+	w.n++
+}
+
+// fill sets m's RecentEpisodes and RecentReturnMean.
+func (w *returnWindow) fill(m *Metrics) {
+	m.RecentEpisodes = min(w.n, len(w.buf))
+	if m.RecentEpisodes > 0 {
+		var s float64
+		for _, r := range w.buf[:m.RecentEpisodes] {
+			s += r
+		}
+		m.RecentReturnMean = s / float64(m.RecentEpisodes)
+	}
+}
+
+// restore puts back a window Save wrote; false when it does not fit.
+func (w *returnWindow) restore(buf []float64, next, n int) bool {
+	if len(buf) != len(w.buf) || next < 0 || next >= len(w.buf) || n < 0 {
+		return false
+	}
+	copy(w.buf, buf)
+	w.next, w.n = next, n
+	return true
+}
+
+// countEpisode adds one ended episode's return to m's sums (Episodes,
+// the mean's numerator, min and max).
+func (m *Metrics) countEpisode(r float64) {
+	m.Episodes++
+	m.EpisodeReturnMean += r
+	m.EpisodeReturnMin = min(m.EpisodeReturnMin, r)
+	m.EpisodeReturnMax = max(m.EpisodeReturnMax, r)
 }

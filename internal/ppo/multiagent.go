@@ -68,9 +68,8 @@ type maPolicy struct {
 // scriptReturns keeps a script's episode bookkeeping (a Learner keeps its
 // own).
 type scriptReturns struct {
-	epRet   []float64
-	recent  []float64
-	next, n int
+	epRet  []float64
+	recent returnWindow
 	// ended are this rollout's episode returns (a rollout worker sends
 	// them to the trainer).
 	ended []float64
@@ -120,7 +119,7 @@ func newMulti(env envs.VecEnv, res learner.Resolved, cfgs []*Config, seed uint64
 			}
 			p.act = sc.Act
 			p.obs, p.acts = make([]float32, len(p.slots)*m.od), make([]float32, len(p.slots)*m.ad)
-			p.stats = scriptReturns{epRet: make([]float64, len(p.slots)), recent: make([]float64, 100)}
+			p.stats = scriptReturns{epRet: make([]float64, len(p.slots)), recent: newReturnWindow(100)}
 		} else {
 			var c Config
 			if cfgs[i] != nil {
@@ -131,7 +130,7 @@ func newMulti(env envs.VecEnv, res learner.Resolved, cfgs []*Config, seed uint64
 			}
 			p.l.frozen = !p.train
 			if p.league {
-				p.stats = scriptReturns{recent: make([]float64, 100)}
+				p.stats = scriptReturns{recent: newReturnWindow(100)}
 			}
 		}
 		if spec.Action.Kind == envs.Discrete {
@@ -341,13 +340,8 @@ func (p *maPolicy) recordScript(m *multi) {
 
 // take counts one ended episode's return r into m and the recent window.
 func (s *scriptReturns) take(r float64, m *Metrics) {
-	m.Episodes++
-	m.EpisodeReturnMean += r
-	m.EpisodeReturnMin = min(m.EpisodeReturnMin, r)
-	m.EpisodeReturnMax = max(m.EpisodeReturnMax, r)
-	s.recent[s.next] = r
-	s.next = (s.next + 1) % len(s.recent)
-	s.n++
+	m.countEpisode(r)
+	s.recent.add(r)
 }
 
 func (s *scriptReturns) finish(m *Metrics) {
@@ -356,14 +350,7 @@ func (s *scriptReturns) finish(m *Metrics) {
 	} else {
 		m.EpisodeReturnMin, m.EpisodeReturnMax = 0, 0
 	}
-	m.RecentEpisodes = min(s.n, len(s.recent))
-	if m.RecentEpisodes > 0 {
-		var sum float64
-		for _, r := range s.recent[:m.RecentEpisodes] {
-			sum += r
-		}
-		m.RecentReturnMean = sum / float64(m.RecentEpisodes)
-	}
+	s.recent.fill(m)
 }
 
 // metrics is the iteration's numbers: the run's (over the trained

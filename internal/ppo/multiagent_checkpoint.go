@@ -61,7 +61,7 @@ func (m *multi) Save(w io.Writer) error {
 	for _, p := range m.pols {
 		if p.bookkept() {
 			s := p.stats
-			h.Scripts = append(h.Scripts, scriptState{EpRet: s.epRet, Recent: s.recent, Next: s.next, N: s.n})
+			h.Scripts = append(h.Scripts, scriptState{EpRet: s.epRet, Recent: s.recent.buf, Next: s.recent.next, N: s.recent.n})
 		}
 		if p.l == nil {
 			continue
@@ -145,12 +145,10 @@ func restoreMulti(data []byte, env envs.VecEnv) (*multi, error) {
 		st := scripts[0]
 		scripts = scripts[1:]
 		s := &pol.stats
-		if len(st.EpRet) != len(s.epRet) || len(st.Recent) != len(s.recent) || st.Next < 0 || st.Next >= len(s.recent) || st.N < 0 {
+		if len(st.EpRet) != len(s.epRet) || !s.recent.restore(st.Recent, st.Next, st.N) {
 			return nil, bad("script %s's state has the wrong size", pol.name)
 		}
 		copy(s.epRet, st.EpRet)
-		copy(s.recent, st.Recent)
-		s.next, s.n = st.Next, st.N
 	}
 	m.iteration, m.timesteps = h.Iteration, h.Timesteps
 	if !m.restoreSeats(h.Seats) {
