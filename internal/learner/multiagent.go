@@ -2,6 +2,7 @@ package learner
 
 import (
 	"fmt"
+	"math/bits"
 	"path"
 	"slices"
 	"strconv"
@@ -111,11 +112,19 @@ type Resolved struct {
 // instance inst (seed: the run's): a hash, so resuming needs no random
 // state and every worker draws its own instances' opponents.
 func (r Resolved) Drawn(seed uint64, a, inst int, episode int64) int {
-	x := seed ^ (uint64(a+1) * 0x9E3779B97F4A7C15) ^ (uint64(inst+1) * 0xBF58476D1CE4E5B9) ^ (uint64(episode+1) * 0x94D049BB133111EB)
-	x ^= x >> 31
+	x := mix(mix(mix(seed^0x9E3779B97F4A7C15)+uint64(a)) + uint64(inst)<<20 + uint64(episode))
+	ms := r.League[a]
+	hi, _ := bits.Mul64(x, uint64(len(ms))) // uniform over the members, from x's high bits
+	return ms[hi]
+}
+
+// mix is splitmix64's finaliser: every input bit reaches every output bit.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
 	x *= 0xBF58476D1CE4E5B9
-	x ^= x >> 29
-	return r.League[a][x%uint64(len(r.League[a]))]
+	x ^= x >> 27
+	x *= 0x94D049BB133111EB
+	return x ^ x>>31
 }
 
 // Resolve checks m against the env's agents (a nil m is the default) and

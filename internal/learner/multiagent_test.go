@@ -134,12 +134,18 @@ func TestResolveLeague(t *testing.T) {
 		!slices.Equal(r.Member, []bool{false, true, true}) || !slices.Equal(r.Train, []bool{true, false, false}) {
 		t.Fatalf("resolved %+v", r)
 	}
-	seen := map[int]int{}
-	for ep := range int64(40) {
-		seen[r.Drawn(1, 2, 3, ep)]++
+	// Over 1,000 episodes of one game: both members about equally, and
+	// no pattern in consecutive draws (a weak hash alternated them).
+	seen, repeats := map[int]int{}, 0
+	for ep := range int64(1000) {
+		d := r.Drawn(1, 2, 3, ep)
+		seen[d]++
+		if ep > 0 && d == r.Drawn(1, 2, 3, ep-1) {
+			repeats++
+		}
 	}
-	if seen[1] < 10 || seen[2] < 10 || len(seen) != 2 {
-		t.Fatalf("40 episodes of one instance drew %v", seen)
+	if len(seen) != 2 || seen[1] < 430 || seen[2] < 430 || repeats < 430 || repeats > 570 {
+		t.Fatalf("1,000 episodes of one game drew %v, %d times the previous episode's member", seen, repeats)
 	}
 	if r.Drawn(1, 2, 3, 7) != r.Drawn(1, 2, 3, 7) {
 		t.Fatal("a draw is not a function of its inputs")
