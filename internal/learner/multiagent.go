@@ -171,40 +171,9 @@ func (m *MultiAgent) Resolve(agents []string) (Resolved, error) {
 		}
 		r.Policy = append(r.Policy, p)
 	}
-	r.Member = make([]bool, len(r.Names))
-	for pat, members := range ma.League {
-		if _, err := path.Match(pat, ""); err != nil {
-			return r, &FieldError{Field: "league", Reason: fmt.Sprintf("pattern %q: %v", pat, err)}
-		}
-		if len(members) == 0 {
-			return r, &FieldError{Field: "league." + pat, Reason: "name the policies the agent plays"}
-		}
-		for _, n := range members {
-			i, ok := slices.BinarySearch(r.Names, n)
-			if !ok {
-				return r, &FieldError{Field: "league." + pat, Reason: fmt.Sprintf("policy %q is not in policies (%s)", n, strings.Join(r.Names, ", "))}
-			}
-			r.Member[i] = true
-		}
-	}
-	league := make([]bool, len(agents))
-	if len(ma.League) > 0 {
-		r.League = make([][]int, len(agents))
-	}
-	for a, name := range agents {
-		pat, ok, err := matchAgent(ma.League, name, "league")
-		if err != nil {
-			return r, err
-		}
-		league[a] = ok
-		for _, n := range ma.League[pat] {
-			if i, _ := slices.BinarySearch(r.Names, n); ok && !slices.Contains(r.League[a], i) {
-				r.League[a] = append(r.League[a], i)
-			}
-		}
-	}
-	if len(ma.League) > 0 && !slices.Contains(league, false) {
-		return r, &FieldError{Field: "league", Reason: "every agent plays in the league: none is left to learn"}
+	league, err := r.resolveLeague(ma.League, agents)
+	if err != nil {
+		return r, err
 	}
 	if len(ma.Mapping) == 0 {
 		if len(r.Names) > 1 {
@@ -245,30 +214,80 @@ func (m *MultiAgent) Resolve(agents []string) (Resolved, error) {
 			return r, &FieldError{Field: "policies." + r.Names[i], Reason: fmt.Sprintf("no agent is mapped to it (agents: %s)", strings.Join(agents, ", "))}
 		}
 	}
+	if err := r.resolveTrain(ma.Train); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// resolveTrain sets r.Train from policies_to_train (nil: the default).
+func (r *Resolved) resolveTrain(train []string) error {
 	r.Train = make([]bool, len(r.Names))
-	if ma.Train == nil {
+	if train == nil {
 		for i, p := range r.Policy {
 			r.Train[i] = p.Script == "" && !p.Imported() && !r.Member[i]
 		}
 	}
-	for _, n := range ma.Train {
+	for _, n := range train {
 		i, ok := slices.BinarySearch(r.Names, n)
 		switch {
 		case !ok:
-			return r, &FieldError{Field: "policies_to_train", Reason: fmt.Sprintf("policy %q is not in policies (%s)", n, strings.Join(r.Names, ", "))}
+			return &FieldError{Field: "policies_to_train", Reason: fmt.Sprintf("policy %q is not in policies (%s)", n, strings.Join(r.Names, ", "))}
 		case r.Policy[i].Script != "":
-			return r, &FieldError{Field: "policies_to_train", Reason: fmt.Sprintf("policy %q is the script %s, which cannot train", n, r.Policy[i].Script)}
+			return &FieldError{Field: "policies_to_train", Reason: fmt.Sprintf("policy %q is the script %s, which cannot train", n, r.Policy[i].Script)}
 		case r.Policy[i].Imported():
-			return r, &FieldError{Field: "policies_to_train", Reason: fmt.Sprintf("policy %q is frozen from checkpoint %s", n, r.Policy[i].Checkpoint)}
+			return &FieldError{Field: "policies_to_train", Reason: fmt.Sprintf("policy %q is frozen from checkpoint %s", n, r.Policy[i].Checkpoint)}
 		case r.Member[i]:
-			return r, &FieldError{Field: "policies_to_train", Reason: fmt.Sprintf("policy %q is a league member, which stays frozen", n)}
+			return &FieldError{Field: "policies_to_train", Reason: fmt.Sprintf("policy %q is a league member, which stays frozen", n)}
 		}
 		r.Train[i] = true
 	}
 	if !slices.Contains(r.Train, true) {
-		return r, &FieldError{Field: "policies_to_train", Reason: "no policy trains"}
+		return &FieldError{Field: "policies_to_train", Reason: "no policy trains"}
 	}
-	return r, nil
+	return nil
+}
+
+// resolveLeague checks a league against the policies (r.Names) and the
+// env's agents, setting r.Member and r.League; league[a] says agent a
+// plays in it.
+func (r *Resolved) resolveLeague(lg map[string][]string, agents []string) ([]bool, error) {
+	r.Member = make([]bool, len(r.Names))
+	for pat, members := range lg {
+		if _, err := path.Match(pat, ""); err != nil {
+			return nil, &FieldError{Field: "league", Reason: fmt.Sprintf("pattern %q: %v", pat, err)}
+		}
+		if len(members) == 0 {
+			return nil, &FieldError{Field: "league." + pat, Reason: "name the policies the agent plays"}
+		}
+		for _, n := range members {
+			i, ok := slices.BinarySearch(r.Names, n)
+			if !ok {
+				return nil, &FieldError{Field: "league." + pat, Reason: fmt.Sprintf("policy %q is not in policies (%s)", n, strings.Join(r.Names, ", "))}
+			}
+			r.Member[i] = true
+		}
+	}
+	league := make([]bool, len(agents))
+	if len(lg) > 0 {
+		r.League = make([][]int, len(agents))
+	}
+	for a, name := range agents {
+		pat, ok, err := matchAgent(lg, name, "league")
+		if err != nil {
+			return nil, err
+		}
+		league[a] = ok
+		for _, n := range lg[pat] {
+			if i, _ := slices.BinarySearch(r.Names, n); ok && !slices.Contains(r.League[a], i) {
+				r.League[a] = append(r.League[a], i)
+			}
+		}
+	}
+	if len(lg) > 0 && !slices.Contains(league, false) {
+		return nil, &FieldError{Field: "league", Reason: "every agent plays in the league: none is left to learn"}
+	}
+	return league, nil
 }
 
 // matchAgent finds the key of m that names agent: its own name, else the

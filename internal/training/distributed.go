@@ -325,17 +325,7 @@ func (r *Runner) RunDistributedSegment(ctx context.Context, in SegmentInput, pro
 		_ = deleteBus(ctx, bus, in.RunID, "rollouts/", func(it int64) bool { return it > res.Iteration })
 	}
 	if res.Done {
-		head, _ := json.Marshal(BusHead{Version: res.Iteration, Generation: s.gen, Done: true})
-		if err := putObject(ctx, bus, HeadKey(in.RunID), head); err != nil {
-			return res, fmt.Errorf("run %s: tell rollout workers it ended: %w", in.RunID, err)
-		}
-		_ = deleteBus(ctx, bus, in.RunID, "", nil)
-		ev, err := r.evaluate(ctx, s, spec)
-		if err != nil {
-			return res, err
-		}
-		res.Eval = &ev
-		return res, nil
+		return res, r.endDistributed(ctx, bus, in.RunID, s, spec, &res)
 	}
 	if res.Drained != "" {
 		return res, nil
@@ -343,6 +333,22 @@ func (r *Runner) RunDistributedSegment(ctx context.Context, in SegmentInput, pro
 	ok = true
 	r.put(in.RunID, s)
 	return res, nil
+}
+
+// endDistributed tells the rollout workers the run ended, clears the bus
+// and runs the final evaluation into res.
+func (r *Runner) endDistributed(ctx context.Context, bus *objstore.Store, run string, s *session, spec Spec, res *SegmentResult) error {
+	head, _ := json.Marshal(BusHead{Version: res.Iteration, Generation: s.gen, Done: true})
+	if err := putObject(ctx, bus, HeadKey(run), head); err != nil {
+		return fmt.Errorf("run %s: tell rollout workers it ended: %w", run, err)
+	}
+	_ = deleteBus(ctx, bus, run, "", nil)
+	ev, err := r.evaluate(ctx, s, spec)
+	if err != nil {
+		return err
+	}
+	res.Eval = &ev
+	return nil
 }
 
 func fragmentKeys(run string, it int64, workers int) []string {
