@@ -48,8 +48,11 @@ type multiFragHeader struct {
 
 // multiFragShare is one policy's share of a multi-agent fragment.
 type multiFragShare struct {
-	Name    string    `json:"name"`
-	Learned bool      `json:"learned"` // its Fragment follows in the payload
+	Name string `json:"name"`
+	// Learned: its PPO Fragment follows in the payload (a network that
+	// steps its own slots); a script's or a league member's share is only
+	// Returns and Counts.
+	Learned bool      `json:"learned"`
 	Returns []float64 `json:"returns,omitempty"`
 	Counts  []int64   `json:"action_counts,omitempty"`
 }
